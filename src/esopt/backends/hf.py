@@ -1,0 +1,234 @@
+"""A transformers policy that ES perturbs, restores and updates in place.
+
+Memory layout: the serving model (any dtype, any device) plus one float32 master copy of
+every parameter on the host. Perturbing writes `master + sign*sigma*eps` into the serving
+tensors chunk by chunk; restoring copies the master back (never subtracts: subtracting
+drifts by a whole update after ~30 cycles in bf16); updates go into the master and are
+then copied to the serving tensors. Tied parameters appear once in `named_parameters()`
+and so are perturbed once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from esopt.backends.base import Completion, Conversation, SamplingParams
+from esopt.es.noise import noise_chunks
+from esopt.es.strategy import Direction, Update
+from esopt.runtime.checkpoint import write_checkpoint
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    """torch dtype from its config name."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(f"serving_dtype: unknown {name!r}; choose one of {sorted(DTYPES)}") from None
+
+
+class HFPolicy:
+    """ES-ready policy around a transformers causal LM and its tokenizer."""
+
+    def __init__(self, model, tokenizer, *, chunk_blocks: int = 4, max_batch_size: int = 64):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.chunk_blocks = chunk_blocks
+        self.max_batch_size = max_batch_size
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self._params = dict(model.named_parameters())  # deduplicated: tied weights once
+        for name, p in self._params.items():
+            p.requires_grad_(False)
+            if not p.is_contiguous():
+                raise ValueError(f"parameter {name} is not contiguous; cannot perturb in place")
+        self.master = {n: p.detach().to("cpu", torch.float32, copy=True)
+                       for n, p in self._params.items()}
+        self._active: Direction | None = None
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def load(cls, path_or_id: str | os.PathLike, *, serving_dtype: str = "float32",
+             device: str = "cpu", **kwargs) -> HFPolicy:
+        """Load from a checkpoint directory or a Hugging Face Hub id."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        src = str(path_or_id)
+        if Path(src).exists() and not (Path(src) / "config.json").is_file():
+            raise FileNotFoundError(f"{src} has no config.json: not a model directory")
+        dtype = resolve_dtype(serving_dtype)
+        # The master copy must be exact float32: load float32, then cast the serving copy.
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(src)
+        policy = cls(model, tokenizer, **kwargs)
+        if dtype != torch.float32 or device != "cpu":
+            model.to(device=device, dtype=dtype)
+            policy._params = dict(model.named_parameters())
+        return policy
+
+    # ----------------------------------------------------------------- ES interface
+    @property
+    def parameter_names(self) -> list[str]:
+        return list(self._params)
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(t.numel() for t in self.master.values())
+
+    @contextmanager
+    def perturbed(self, direction: Direction) -> Iterator[HFPolicy]:
+        """Serve theta + sign*sigma*eps(direction) inside the block; exact theta after it."""
+        if self._active is not None:
+            raise RuntimeError(f"already perturbed along direction {self._active.index}")
+        self._active = direction
+        try:
+            self._write_perturbed(direction)
+            yield self
+        finally:
+            self.restore()
+            self._active = None
+
+    def _write_perturbed(self, d: Direction) -> None:
+        step = d.sign * d.sigma
+        for name, p in self._params.items():
+            master = self.master[name].view(-1)
+            serving = p.data.view(-1)
+            direct = serving.dtype == torch.float32 and serving.device.type == "cpu"
+            for start, eps in noise_chunks(d.seed, name, master.numel(), self.chunk_blocks):
+                stop = start + eps.numel()
+                if direct:
+                    torch.add(master[start:stop], eps, alpha=step, out=serving[start:stop])
+                else:
+                    serving[start:stop].copy_(torch.add(master[start:stop], eps, alpha=step))
+
+    def restore(self) -> None:
+        """Recompute every serving tensor from the float32 master (bit-exact)."""
+        for name, p in self._params.items():
+            p.data.copy_(self.master[name].view_as(p))
+
+    def apply(self, update: Update) -> None:
+        """theta += alpha/G * sum_i w_i sign_i eps_i, accumulated in float32 in the master."""
+        if self._active is not None:
+            raise RuntimeError("apply() called while perturbed: leave the perturbed() block first")
+        if update.is_zero:
+            log.info("generation %d: zero update, weights unchanged", update.generation)
+            return
+        coeffs = [w * s for w, s in zip(update.weights, update.signs, strict=True)]
+        for name, master in self.master.items():
+            flat = master.view(-1)
+            # One chunk of every direction's noise at a time: memory G * chunk, not G * tensor.
+            streams = [noise_chunks(seed, name, flat.numel(), 1) for seed in update.seeds]
+            for chunks in zip(*streams, strict=True):
+                start = chunks[0][0]
+                acc = torch.zeros_like(chunks[0][1])
+                for (_, eps), c in zip(chunks, coeffs, strict=True):
+                    if c:
+                        acc.add_(eps, alpha=c)
+                flat[start : start + acc.numel()].add_(acc, alpha=update.scale)
+        self.restore()
+
+    # ----------------------------------------------------------------- persistence
+    def save(self, path: str | os.PathLike, manifest: dict | None = None) -> dict:
+        """Write the float32 master weights, config, tokenizer and manifest; return the manifest."""
+        if self._active is not None:
+            raise RuntimeError("save() called while perturbed")
+        return write_checkpoint(path, self.master, config=self.model.config,
+                                tokenizer=self.tokenizer,
+                                generation_config=self.model.generation_config,
+                                manifest=manifest)
+
+    # ----------------------------------------------------------------- generation
+    def render(self, conversation: Conversation) -> str:
+        """Chat-template text; a trailing assistant message is continued, not closed."""
+        if not conversation:
+            raise ValueError("empty conversation")
+        prefill = conversation[-1]["role"] == "assistant"
+        return self.tokenizer.apply_chat_template(
+            conversation, tokenize=False, add_generation_prompt=not prefill,
+            continue_final_message=prefill)
+
+    @torch.inference_mode()
+    def generate(self, conversations: list[Conversation],
+                 sampling: SamplingParams) -> list[Completion]:
+        """Batched generation (left padding), in batches of at most max_batch_size."""
+        prompts = [self.render(c) for c in conversations]
+        out: list[Completion] = []
+        for i in range(0, len(prompts), self.max_batch_size):
+            out.extend(self._generate_batch(prompts[i : i + self.max_batch_size], sampling, i))
+        return out
+
+    def _generate_batch(self, prompts: list[str], sampling: SamplingParams,
+                        offset: int) -> list[Completion]:
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = enc.to(self.model.device)
+        kwargs = dict(max_new_tokens=sampling.max_new_tokens, pad_token_id=tok.pad_token_id,
+                      eos_token_id=tok.eos_token_id)
+        if sampling.greedy:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(do_sample=True, temperature=sampling.temperature,
+                          top_p=sampling.top_p, top_k=sampling.top_k or None)
+            # Seeded per batch so directions scored on the same batch share sampling noise.
+            torch.manual_seed(sampling.seed + offset)
+        if sampling.stop:
+            kwargs["stopping_criteria"] = [
+                _StopOnGeneratedText(tok, sampling.stop, enc["input_ids"].shape[1])]
+        t0 = time.perf_counter()
+        seqs = self.model.generate(**enc, **kwargs)
+        log.debug("generated %d x %d tokens in %.2fs", seqs.shape[0],
+                  seqs.shape[1] - enc["input_ids"].shape[1], time.perf_counter() - t0)
+        prompt_len = enc["input_ids"].shape[1]
+        prompt_tokens = enc["attention_mask"].sum(dim=1).tolist()
+        results = []
+        for row, n_prompt in zip(seqs[:, prompt_len:], prompt_tokens, strict=True):
+            ids = row.tolist()
+            ended = tok.eos_token_id in ids
+            if ended:
+                ids = ids[: ids.index(tok.eos_token_id)]
+            while ids and ids[-1] == tok.pad_token_id:
+                ids.pop()
+            text = tok.decode(ids, skip_special_tokens=True)
+            text, hit_stop = _cut_at_stop(text, sampling.stop)
+            finish = "stop" if (ended or hit_stop) else "length"
+            results.append(Completion(text, int(n_prompt), len(ids) + int(ended), finish))
+        return results
+
+
+class _StopOnGeneratedText:
+    """Stop a row once its generated text (never the prompt) contains a stop string.
+
+    transformers' own `stop_strings` also matches across the prompt boundary (a prompt
+    ending in a newline + a generated newline matches "\\n\\n"), which other backends
+    do not do; only a short tail is decoded per step to keep the check cheap.
+    """
+
+    def __init__(self, tokenizer, stop: tuple[str, ...], prompt_len: int):
+        self.tokenizer = tokenizer
+        self.stop = stop
+        self.prompt_len = prompt_len
+        self.window = max(len(s) for s in stop) + 2  # tokens; each holds >= 1 character
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        start = max(self.prompt_len, input_ids.shape[1] - self.window)
+        tails = self.tokenizer.batch_decode(input_ids[:, start:], skip_special_tokens=True)
+        return torch.tensor([any(s in t for s in self.stop) for t in tails],
+                            device=input_ids.device)
+
+
+def _cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
+    cuts = [i for i in (text.find(s) for s in stop) if i >= 0]
+    if not cuts:
+        return text, False
+    return text[: min(cuts)], True

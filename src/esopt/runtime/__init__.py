@@ -1,0 +1,1 @@
+"""Runtime pieces: checkpoints on disk (and later fan-out and sandboxing)."""

@@ -1,0 +1,89 @@
+"""Checkpoint directories: float32 safetensors weights + HF config/tokenizer + manifest.json.
+
+A checkpoint directory loads with `transformers.AutoModelForCausalLM.from_pretrained`, and
+its manifest carries the sha256 of the weights file, so that a run's lineage (parent
+sha256, seeds, shaped rewards) can be checked and replayed from files alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+WEIGHTS_NAME = "model.safetensors"
+MANIFEST_NAME = "manifest.json"
+
+
+def file_sha256(path: str | os.PathLike, bufsize: int = 1 << 22) -> str:
+    """sha256 hex digest of a file, streamed."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(bufsize):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_checkpoint(
+    out_dir: str | os.PathLike,
+    tensors: Mapping[str, torch.Tensor],
+    *,
+    config,
+    tokenizer=None,
+    generation_config=None,
+    manifest: Mapping | None = None,
+) -> dict:
+    """Write a checkpoint directory atomically and return its manifest.
+
+    The directory appears complete or not at all: it is written beside the target and
+    renamed into place, so a crash never leaves a half-written checkpoint.
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        weights = {n: t.detach().to("cpu", torch.float32).contiguous() for n, t in tensors.items()}
+        save_file(weights, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
+        config = config.__class__.from_dict(config.to_dict())  # a copy we can edit
+        config.dtype = "float32"  # the file holds the float32 master weights
+        config.save_pretrained(tmp)
+        if generation_config is not None:
+            generation_config.save_pretrained(tmp)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        sha = file_sha256(tmp / WEIGHTS_NAME)
+        (tmp / f"{WEIGHTS_NAME}.sha256").write_text(f"{sha}  {WEIGHTS_NAME}\n")
+        full = {"sha256": sha, "num_parameters": sum(t.numel() for t in weights.values())}
+        full.update(manifest or {})
+        (tmp / MANIFEST_NAME).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return full
+
+
+def read_manifest(ckpt_dir: str | os.PathLike) -> dict:
+    """The manifest of a checkpoint directory."""
+    path = Path(ckpt_dir) / MANIFEST_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"no {MANIFEST_NAME} in {ckpt_dir}: not an esopt checkpoint")
+    return json.loads(path.read_text())
+
+
+def verify_checkpoint(ckpt_dir: str | os.PathLike) -> dict:
+    """Recompute the weights' sha256 and compare it with the manifest; return the manifest."""
+    manifest = read_manifest(ckpt_dir)
+    actual = file_sha256(Path(ckpt_dir) / WEIGHTS_NAME)
+    if actual != manifest["sha256"]:
+        raise ValueError(f"{ckpt_dir}: weights sha256 {actual} != manifest {manifest['sha256']}")
+    return manifest
