@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create .venv (once) and install esopt with its test and workflow extras.
+# torch: the project asks for a range; here we pick the build. Without a GPU we take the
+# CPU build (torch 2.13.0 lies on disk on these machines; elsewhere set
+# ESOPT_TORCH_INDEX to PyTorch's CPU wheel index), because a plain `torch` requirement
+# pulls a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    "${PIP[@]}" install "torch>=2.4,<3"
+  else
+    "${PIP[@]}" install "torch==2.13.0" ${ESOPT_TORCH_INDEX:+--index-url "$ESOPT_TORCH_INDEX"}
+  fi
+fi
+"${PIP[@]}" install -e ".[dev,workflow]"

@@ -1,0 +1,21 @@
+"""Process memory readings for benchmarks and the resource ledger."""
+
+from __future__ import annotations
+
+import resource
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process, in MiB.
+
+    Reads VmHWM: getrusage's ru_maxrss survives execve on Linux, so a child started by a
+    big parent would report the parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
