@@ -1,0 +1,1 @@
+"""The agent side: batched multi-turn rollouts, trajectories and evaluation."""

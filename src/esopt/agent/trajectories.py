@@ -1,0 +1,53 @@
+"""Episodes <-> Parquet: one row per episode, its turns as a nested list column."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from esopt.agent.rollout import Episode
+
+
+def episodes_table(episodes: Sequence[Episode], extra: Mapping[str, object] | None = None
+                   ) -> pa.Table:
+    """A table of episodes; `extra` adds constant columns (direction, generation, ...)."""
+    rows = []
+    for ep in episodes:
+        row = dict(extra or {})
+        row.update(
+            env=ep.env, task_seed=ep.task_seed, success=ep.success, reward=float(ep.reward),
+            num_turns=ep.num_turns, prompt_tokens=ep.prompt_tokens,
+            completion_tokens=ep.completion_tokens, wall_s=float(ep.wall_s),
+            first_prompt=json.dumps(ep.first_prompt),
+            turns=[{"completion": t.completion, "prompt_tokens": t.prompt_tokens,
+                    "completion_tokens": t.completion_tokens, "reward": float(t.reward),
+                    "info": json.dumps(t.info, default=str)} for t in ep.turns],
+        )
+        rows.append(row)
+    return pa.Table.from_pylist(rows)
+
+
+def write_parquet_atomic(table: pa.Table, path: str | os.PathLike,
+                         metadata: Mapping[str, str] | None = None) -> Path:
+    """Write a Parquet file that appears complete or not at all (rename into place)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if metadata:
+        merged = dict(table.schema.metadata or {})
+        merged.update({k.encode(): v.encode() for k, v in metadata.items()})
+        table = table.replace_schema_metadata(merged)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

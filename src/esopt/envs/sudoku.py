@@ -1,0 +1,155 @@
+"""Agentic Sudoku: one cell per turn, binary terminal success (the paper's Table 1 task).
+
+A board has exactly H* blanks (the minimum successful horizon) and a unique solution; the
+agent writes `set <row> <col> <value>` (1-indexed) each turn, within a budget of 3*H*
+turns. Moves that break a rule, touch a given cell or cannot be parsed cost the turn and
+are answered with feedback; a rule-abiding but wrong value is placed (the agent may
+overwrite its own cells later). The observation is the current board, the list of empty
+cells and the last feedback (state only, no history: prompts stay short).
+"""
+
+from __future__ import annotations
+
+from esopt.backends.base import Conversation
+from esopt.envs.actions import parse_sudoku_action
+from esopt.envs.base import Environment, StepResult, register
+from esopt.envs.sudoku_board import (
+    box_shape,
+    conflict,
+    empty_cells,
+    generate_puzzle,
+    is_valid_solution,
+    render,
+)
+
+REWARDS = ("binary", "cells")
+PREFILL = "set "
+
+SYSTEM = (
+    "You are playing Sudoku on a {n}x{n} board with {br}x{bc} boxes. Each row, each "
+    "column and each box must contain the digits 1 to {n} exactly once. Fill one empty "
+    "cell per turn by answering with one line: set <row> <col> <value>"
+)
+
+
+def _observation_text(board, feedback: str | None) -> str:
+    empties = ", ".join(f"r{r + 1}c{c + 1}" for r, c in empty_cells(board))
+    text = f"Board:\n{render(board)}\nEmpty cells: {empties}"
+    if feedback:
+        text = f"{feedback}\n{text}"
+    return text + "\nYour move?"
+
+
+def _easiest_move(board) -> tuple[int, int, int]:
+    """A forced move: the empty cell with the fewest candidates (for few-shot examples)."""
+    size = len(board)
+    best = None
+    for r, c in empty_cells(board):
+        cands = [v for v in range(1, size + 1) if conflict(board, r, c, v) is None]
+        if best is None or len(cands) < len(best[2]):
+            best = (r, c, cands)
+    r, c, cands = best
+    return r, c, cands[0]
+
+
+@register("sudoku")
+class SudokuEnv(Environment):
+    """Sudoku with `blanks` (= H*) empty cells; options size, max_turns, reward, few_shot."""
+
+    max_new_tokens = 8
+    stop = ("\n",)
+
+    def __init__(self, blanks: int = 5, size: int = 9, max_turns: int | None = None,
+                 reward: str = "binary", few_shot: int = 2):
+        box_shape(size)
+        if not 1 <= blanks <= size * size:
+            raise ValueError(f"blanks must be in [1, {size * size}], got {blanks}")
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+        self.size, self.blanks, self.reward_kind = size, blanks, reward
+        self.max_turns = 3 * blanks if max_turns is None else max_turns
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        self.few_shot = few_shot
+        self._examples = self._few_shot_messages(few_shot)
+        self.board = self.solution = self.givens = None
+        self.turn = 0
+        self.feedback: str | None = None
+
+    def _few_shot_messages(self, k: int) -> Conversation:
+        msgs: Conversation = []
+        for i in range(k):
+            # Fixed example boards from a seed range no task uses (negative seeds).
+            puzzle, _ = generate_puzzle(self.size, min(self.blanks, 3 + i), seed=-1 - i)
+            r, c, v = _easiest_move(puzzle)
+            msgs.append({"role": "user", "content": _observation_text(puzzle, None)})
+            msgs.append({"role": "assistant", "content": f"set {r + 1} {c + 1} {v}"})
+        return msgs
+
+    def reset(self, seed: int) -> Conversation:
+        puzzle, self.solution = generate_puzzle(self.size, self.blanks, seed)
+        self.board = [row[:] for row in puzzle]
+        self.givens = {(r, c) for r in range(self.size) for c in range(self.size) if puzzle[r][c]}
+        self.turn = 0
+        self.feedback = None
+        return self.observation()
+
+    def observation(self) -> Conversation:
+        br, bc = box_shape(self.size)
+        return [
+            {"role": "system", "content": SYSTEM.format(n=self.size, br=br, bc=bc)},
+            *self._examples,
+            {"role": "user", "content": _observation_text(self.board, self.feedback)},
+            {"role": "assistant", "content": PREFILL},
+        ]
+
+    @property
+    def success(self) -> bool:
+        return self.board is not None and is_valid_solution(self.board)
+
+    def cells_correct(self) -> int:
+        return sum(self.board[r][c] == self.solution[r][c]
+                   for r in range(self.size) for c in range(self.size)
+                   if (r, c) not in self.givens)
+
+    def step(self, completion: str) -> StepResult:
+        if self.board is None:
+            raise RuntimeError("step() before reset()")
+        self.turn += 1
+        text = PREFILL + completion
+        action = parse_sudoku_action(text)
+        info = {"action": text, "parsed": action is not None, "valid": False}
+        if action is None:
+            self.feedback = "Could not read a move. Answer with: set <row> <col> <value>"
+        else:
+            self.feedback = self._apply(action.row - 1, action.col - 1, action.value)
+            info["valid"] = self.feedback.startswith("OK")
+        solved = self.success
+        done = solved or self.turn >= self.max_turns
+        info["cells_correct"] = self.cells_correct()
+        if not done:
+            reward = 0.0
+        elif self.reward_kind == "binary":
+            reward = float(solved)
+        else:
+            reward = info["cells_correct"] / self.blanks
+        return StepResult(self.observation(), reward, done, info)
+
+    def _apply(self, r: int, c: int, v: int) -> str:
+        n = self.size
+        if not (0 <= r < n and 0 <= c < n):
+            return f"Invalid: row and column must be between 1 and {n}."
+        if not 1 <= v <= n:
+            return f"Invalid: the value must be between 1 and {n}."
+        if (r, c) in self.givens:
+            return f"Invalid: r{r + 1}c{c + 1} is a given cell."
+        why = conflict(self.board, r, c, v)
+        if why is not None:
+            return f"Invalid: {why}."
+        self.board[r][c] = v
+        return f"OK: r{r + 1}c{c + 1} = {v}."
+
+    def oracle_action(self) -> str:
+        """A correct move as the policy would write it after the prefill (for tests)."""
+        r, c = empty_cells(self.board)[0]
+        return f"{r + 1} {c + 1} {self.solution[r][c]}"
