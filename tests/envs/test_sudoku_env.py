@@ -42,6 +42,7 @@ def test_budget_is_three_h_star_and_failure_is_zero_reward():
         result = env.step("nonsense")
         assert not result.info["parsed"]
         assert "Could not read" in result.observation[-2]["content"]
+        assert "set <row> <col> <value>" in result.observation[-2]["content"]
         assert result.done == (turn == 15)
     assert result.reward == 0.0 and not env.success
 
@@ -72,10 +73,22 @@ def test_shaped_reward_counts_correct_cells():
 def test_observation_shows_board_empties_and_prefill():
     env = make_env("sudoku", blanks=5, few_shot=2)
     obs = env.reset(0)
-    assert obs[0]["role"] == "system"
+    assert obs[0]["role"] == "system" and "set <row> <col> <value>" in obs[0]["content"]
     assert len(obs) == 1 + 4 + 2
     assert "Empty cells: r" in obs[-2]["content"] and "col 1 2 3" in obs[-2]["content"]
     assert obs[-1] == {"role": "assistant", "content": "set "}
+    assert obs[2]["content"].startswith("set ")
+
+
+def test_cell_action_format():
+    env = make_env("sudoku", size=4, blanks=2, few_shot=1, action_format="cell")
+    obs = env.reset(0)
+    assert obs[-1]["role"] == "user" and "r<row>c<col>=<value>" in obs[0]["content"]
+    assert obs[2]["content"].startswith("r")
+    env.step(env.oracle_action())
+    assert env.step(env.oracle_action()).reward == 1.0
+    with pytest.raises(ValueError, match="action_format"):
+        make_env("sudoku", action_format="emoji")
 
 
 def test_small_boards():

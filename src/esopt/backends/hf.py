@@ -40,8 +40,10 @@ def resolve_dtype(name: str) -> torch.dtype:
 class HFPolicy:
     """ES-ready policy around a transformers causal LM and its tokenizer."""
 
-    def __init__(self, model, tokenizer, *, chunk_blocks: int = 4, max_batch_size: int = 64):
+    def __init__(self, model, tokenizer, *, chunk_blocks: int = 4, max_batch_size: int = 64,
+                 prefix_cache: bool = True):
         self.model = model.eval()
+        self.prefix_cache = prefix_cache
         self.tokenizer = tokenizer
         self.chunk_blocks = chunk_blocks
         self.max_batch_size = max_batch_size
@@ -170,11 +172,17 @@ class HFPolicy:
     def _generate_batch(self, prompts: list[str], sampling: SamplingParams,
                         offset: int) -> list[Completion]:
         tok = self.tokenizer
-        tok.padding_side = "left"
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        enc = enc.to(self.model.device)
+        ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        prefix = _shared_prefix_len(ids) if self.prefix_cache and len(ids) > 1 else 0
+        if prefix < MIN_SHARED_PREFIX:
+            prefix = 0
+        input_ids, attention_mask = _pack(ids, prefix, tok.pad_token_id)
+        input_ids, attention_mask = input_ids.to(self.model.device), attention_mask.to(
+            self.model.device)
         kwargs = dict(max_new_tokens=sampling.max_new_tokens, pad_token_id=tok.pad_token_id,
                       eos_token_id=tok.eos_token_id)
+        if prefix:
+            kwargs[_cache_kwarg(self.model)] = self._prefix_cache(input_ids[:1, :prefix], len(ids))
         if sampling.greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
@@ -182,28 +190,78 @@ class HFPolicy:
                           top_p=sampling.top_p, top_k=sampling.top_k or None)
             # Seeded per batch so directions scored on the same batch share sampling noise.
             torch.manual_seed(sampling.seed + offset)
+        prompt_len = input_ids.shape[1]
         if sampling.stop:
-            kwargs["stopping_criteria"] = [
-                _StopOnGeneratedText(tok, sampling.stop, enc["input_ids"].shape[1])]
+            kwargs["stopping_criteria"] = [_StopOnGeneratedText(tok, sampling.stop, prompt_len)]
         t0 = time.perf_counter()
-        seqs = self.model.generate(**enc, **kwargs)
-        log.debug("generated %d x %d tokens in %.2fs", seqs.shape[0],
-                  seqs.shape[1] - enc["input_ids"].shape[1], time.perf_counter() - t0)
-        prompt_len = enc["input_ids"].shape[1]
-        prompt_tokens = enc["attention_mask"].sum(dim=1).tolist()
+        seqs = self.model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        log.debug("generated %d x %d tokens in %.2fs (shared prefix %d)", seqs.shape[0],
+                  seqs.shape[1] - prompt_len, time.perf_counter() - t0, prefix)
         results = []
-        for row, n_prompt in zip(seqs[:, prompt_len:], prompt_tokens, strict=True):
-            ids = row.tolist()
-            ended = tok.eos_token_id in ids
+        for row, prompt_ids in zip(seqs[:, prompt_len:], ids, strict=True):
+            out_ids = row.tolist()
+            ended = tok.eos_token_id in out_ids
             if ended:
-                ids = ids[: ids.index(tok.eos_token_id)]
-            while ids and ids[-1] == tok.pad_token_id:
-                ids.pop()
-            text = tok.decode(ids, skip_special_tokens=True)
+                out_ids = out_ids[: out_ids.index(tok.eos_token_id)]
+            while out_ids and out_ids[-1] == tok.pad_token_id:
+                out_ids.pop()
+            text = tok.decode(out_ids, skip_special_tokens=True)
             text, hit_stop = _cut_at_stop(text, sampling.stop)
             finish = "stop" if (ended or hit_stop) else "length"
-            results.append(Completion(text, int(n_prompt), len(ids) + int(ended), finish))
+            results.append(Completion(text, len(prompt_ids), len(out_ids) + int(ended), finish))
         return results
+
+    def _prefix_cache(self, prefix_ids: torch.Tensor, batch: int):
+        """KV cache of the shared prompt prefix, computed once and repeated over the batch."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        self.model(input_ids=prefix_ids, use_cache=True, **{_cache_kwarg(self.model): cache})
+        cache.batch_repeat_interleave(batch)
+        return cache
+
+
+# Prompts of an agent batch share a long prefix (system prompt + few-shot turns); its KV
+# cache is computed once per call instead of once per row. Measured on SmolLM2-135M, 32
+# Sudoku prompts of 243 tokens sharing 178: 7.1 s vs 20.8 s, identical greedy outputs.
+MIN_SHARED_PREFIX = 16
+
+
+def _cache_kwarg(model) -> str:
+    """The KV-cache argument's name: `cache` in transformers >= 5.24, `past_key_values` before."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters \
+        else "past_key_values"
+
+
+def _shared_prefix_len(ids: list[list[int]]) -> int:
+    """Tokens shared by every row, leaving each row at least one uncached token."""
+    limit = min(len(x) for x in ids) - 1
+    n = 0
+    first = ids[0]
+    while n < limit and all(x[n] == first[n] for x in ids):
+        n += 1
+    return n
+
+
+def _pack(ids: list[list[int]], prefix: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[shared prefix][padding][own suffix] per row; with prefix 0 this is left padding.
+
+    Padding sits between the prefix and the suffixes so the prefix occupies the same
+    positions in every row; position ids follow the attention mask, so every row sees the
+    positions it would have alone.
+    """
+    width = max(len(x) for x in ids)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, row in enumerate(ids):
+        suffix = row[prefix:]
+        input_ids[i, :prefix] = torch.tensor(row[:prefix], dtype=torch.long)
+        mask[i, :prefix] = 1
+        input_ids[i, width - len(suffix):] = torch.tensor(suffix, dtype=torch.long)
+        mask[i, width - len(suffix):] = 1
+    return input_ids, mask
 
 
 class _StopOnGeneratedText:

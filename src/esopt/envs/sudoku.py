@@ -23,12 +23,20 @@ from esopt.envs.sudoku_board import (
 )
 
 REWARDS = ("binary", "cells")
-PREFILL = "set "
+
+# How the agent is asked to write its move; the parser accepts both (and JSON) either way.
+# "verb" is the paper's wording. "cell" copies the cell names of the empty-cell list:
+# measured on SmolLM2-135M, 4x4 boards, 1 few-shot example, greedy, 32 boards: the
+# move named an empty cell 100% of the time with "cell" and 3% with "verb".
+ACTION_FORMATS = {
+    "verb": ("set <row> <col> <value>", "set {r} {c} {v}", "set "),
+    "cell": ("r<row>c<col>=<value>", "r{r}c{c}={v}", ""),
+}
 
 SYSTEM = (
     "You are playing Sudoku on a {n}x{n} board with {br}x{bc} boxes. Each row, each "
     "column and each box must contain the digits 1 to {n} exactly once. Fill one empty "
-    "cell per turn by answering with one line: set <row> <col> <value>"
+    "cell per turn by answering with one line: {syntax}"
 )
 
 
@@ -54,14 +62,19 @@ def _easiest_move(board) -> tuple[int, int, int]:
 
 @register("sudoku")
 class SudokuEnv(Environment):
-    """Sudoku with `blanks` (= H*) empty cells; options size, max_turns, reward, few_shot."""
+    """Sudoku with `blanks` (= H*) empty cells; options size, max_turns (default 3*H*),
+    reward (binary|cells), few_shot (example turns), action_format (verb|cell)."""
 
     max_new_tokens = 8
     stop = ("\n",)
 
     def __init__(self, blanks: int = 5, size: int = 9, max_turns: int | None = None,
-                 reward: str = "binary", few_shot: int = 2):
+                 reward: str = "binary", few_shot: int = 1, action_format: str = "verb"):
         box_shape(size)
+        if action_format not in ACTION_FORMATS:
+            raise ValueError(f"action_format must be one of {sorted(ACTION_FORMATS)}, "
+                             f"got {action_format!r}")
+        self.syntax, self.answer_template, self.prefill = ACTION_FORMATS[action_format]
         if not 1 <= blanks <= size * size:
             raise ValueError(f"blanks must be in [1, {size * size}], got {blanks}")
         if reward not in REWARDS:
@@ -83,7 +96,8 @@ class SudokuEnv(Environment):
             puzzle, _ = generate_puzzle(self.size, min(self.blanks, 3 + i), seed=-1 - i)
             r, c, v = _easiest_move(puzzle)
             msgs.append({"role": "user", "content": _observation_text(puzzle, None)})
-            msgs.append({"role": "assistant", "content": f"set {r + 1} {c + 1} {v}"})
+            msgs.append({"role": "assistant",
+                         "content": self.answer_template.format(r=r + 1, c=c + 1, v=v)})
         return msgs
 
     def reset(self, seed: int) -> Conversation:
@@ -96,12 +110,15 @@ class SudokuEnv(Environment):
 
     def observation(self) -> Conversation:
         br, bc = box_shape(self.size)
-        return [
-            {"role": "system", "content": SYSTEM.format(n=self.size, br=br, bc=bc)},
+        conv = [
+            {"role": "system", "content": SYSTEM.format(n=self.size, br=br, bc=bc,
+                                                        syntax=self.syntax)},
             *self._examples,
             {"role": "user", "content": _observation_text(self.board, self.feedback)},
-            {"role": "assistant", "content": PREFILL},
         ]
+        if self.prefill:
+            conv.append({"role": "assistant", "content": self.prefill})
+        return conv
 
     @property
     def success(self) -> bool:
@@ -116,11 +133,11 @@ class SudokuEnv(Environment):
         if self.board is None:
             raise RuntimeError("step() before reset()")
         self.turn += 1
-        text = PREFILL + completion
+        text = self.prefill + completion
         action = parse_sudoku_action(text)
         info = {"action": text, "parsed": action is not None, "valid": False}
         if action is None:
-            self.feedback = "Could not read a move. Answer with: set <row> <col> <value>"
+            self.feedback = f"Could not read a move. Answer with: {self.syntax}"
         else:
             self.feedback = self._apply(action.row - 1, action.col - 1, action.value)
             info["valid"] = self.feedback.startswith("OK")
@@ -152,4 +169,5 @@ class SudokuEnv(Environment):
     def oracle_action(self) -> str:
         """A correct move as the policy would write it after the prefill (for tests)."""
         r, c = empty_cells(self.board)[0]
-        return f"{r + 1} {c + 1} {self.solution[r][c]}"
+        move = self.answer_template.format(r=r + 1, c=c + 1, v=self.solution[r][c])
+        return move[len(self.prefill):]
