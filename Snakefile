@@ -1,9 +1,28 @@
+from snakemake.utils import min_version, validate
+
+from esopt.pipeline.config import run_specs, scale_file
+
+min_version("8.0")
+
+
 configfile: "config/config.yaml"
 
 
+configfile: str(scale_file(workflow.basedir, config.get("scale", "tiny")))
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+SPECS = run_specs(config)
+
+
+include: "workflow/rules/common.smk"
 include: "workflow/rules/model.smk"
+include: "workflow/rules/es.smk"
+include: "workflow/rules/eval.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
-        f"resources/models/{config['model']}/manifest.json",
+        get_final_output(),

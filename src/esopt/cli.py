@@ -14,12 +14,82 @@ def _model_fetch(args) -> None:
     print(describe(out))
 
 
+def _model_fetch_hub(args) -> None:
+    from esopt.models import describe, fetch_hub_model
+
+    print(describe(fetch_hub_model(args.repo_id, args.out)))
+
+
 def _model_tiny(args) -> None:
     from esopt.models import describe, make_tiny_model
 
     out = make_tiny_model(args.out, args.tokenizer_from, hidden_size=args.hidden_size,
                           num_layers=args.num_layers, seed=args.seed)
     print(describe(out))
+
+
+def _spec(args):
+    from esopt.pipeline.spec import RunSpec
+
+    return RunSpec.from_json(args.spec)
+
+
+def _stage_directions(args) -> None:
+    from esopt.pipeline.stages import evaluate_directions
+
+    evaluate_directions(_spec(args), args.generation, args.checkpoint, args.out, args.marker)
+
+
+def _stage_reduce(args) -> None:
+    from esopt.pipeline.stages import reduce_rewards
+
+    reduce_rewards(_spec(args), args.generation, args.directions, args.out)
+
+
+def _stage_update(args) -> None:
+    import json
+
+    from esopt.pipeline.stages import update_checkpoint
+
+    manifest = update_checkpoint(_spec(args), args.generation, args.checkpoint, args.rewards,
+                                 args.out)
+    with open(args.record, "w") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+
+
+def _stage_eval(args) -> None:
+    from esopt.pipeline.stages import evaluate_checkpoint
+
+    evaluate_checkpoint(_spec(args), args.checkpoint, args.generation, args.out)
+
+
+def _report_tables(args) -> None:
+    from esopt.report.results import load_runs
+    from esopt.report.tables import table1, table7, write_table
+
+    specs = load_runs(args.runs)
+    write_table(table1(specs), args.out, "table1")
+    write_table(table7(specs), args.out, "table7")
+
+
+def _report_figures(args) -> None:
+    from esopt.report.figures import figure3
+    from esopt.report.results import load_runs
+
+    figure3(load_runs(args.runs), args.out)
+
+
+def _report_pdf(args) -> None:
+    from esopt.report.pdf import build_report
+    from esopt.report.results import load_runs
+
+    specs = load_runs(args.runs)
+    header = (f"{len(specs)} runs; model {specs[0].model}; experiments "
+              f"{sorted({s.experiment for s in specs})}; horizons "
+              f"{sorted({s.horizon for s in specs})}; methods "
+              f"{sorted({s.method for s in specs})}; seeds {sorted({s.seed for s in specs})}."
+              if specs else "no runs")
+    build_report(args.tables, args.figures, args.captions, args.out, header)
 
 
 def _default(name: str):
@@ -41,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--force", action="store_true", help="redo even if verified")
     fetch.set_defaults(func=_model_fetch)
 
+    hub = model.add_parser("fetch-hub", help="download a Hugging Face Hub model (network)")
+    hub.add_argument("repo_id")
+    hub.add_argument("--out", required=True)
+    hub.set_defaults(func=_model_fetch_hub)
+
     tiny = model.add_parser("tiny", help="write a randomly initialised small Llama")
     tiny.add_argument("--out", required=True)
     tiny.add_argument("--tokenizer-from", required=True, help="a model directory")
@@ -48,6 +123,36 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--num-layers", type=int, default=2)
     tiny.add_argument("--seed", type=int, default=0)
     tiny.set_defaults(func=_model_tiny)
+
+    stage = sub.add_parser("stage", help="pipeline stages (called by workflow rules)")
+    stages = stage.add_subparsers(dest="stage", required=True)
+
+    def add(name, func, help_, *args):
+        p = stages.add_parser(name, help=help_)
+        p.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+        p.add_argument("--generation", type=int, required=True)
+        for a in args:
+            p.add_argument(f"--{a}", required=True)
+        p.set_defaults(func=func)
+
+    add("directions", _stage_directions, "score a generation's perturbed directions",
+        "checkpoint", "out", "marker")
+    add("reduce", _stage_reduce, "merge direction files into the reward table",
+        "directions", "out")
+    add("update", _stage_update, "apply a generation's update: checkpoint t -> t+1",
+        "checkpoint", "rewards", "out", "record")
+    add("eval", _stage_eval, "held-out evaluation of a checkpoint", "checkpoint", "out")
+
+    report = sub.add_parser("report", help="tables, figures and the report PDF")
+    reports = report.add_subparsers(dest="report", required=True)
+    for name, func, extra in (("tables", _report_tables, ()), ("figures", _report_figures, ()),
+                              ("pdf", _report_pdf, ("tables", "figures", "captions"))):
+        p = reports.add_parser(name)
+        p.add_argument("--runs", required=True, help="results/runs.json")
+        p.add_argument("--out", required=True)
+        for a in extra:
+            p.add_argument(f"--{a}", required=True)
+        p.set_defaults(func=func)
     return parser
 
 

@@ -124,6 +124,22 @@ def make_tiny_model(out_dir: str | os.PathLike, tokenizer_from: str | os.PathLik
     return out_dir
 
 
+def fetch_hub_model(repo_id: str, out_dir: str | os.PathLike) -> Path:
+    """Download a Hub model (needs network) into a float32 esopt checkpoint directory."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out_dir = Path(out_dir)
+    if _is_complete(out_dir):
+        return out_dir
+    tokenizer = AutoTokenizer.from_pretrained(repo_id)
+    model = AutoModelForCausalLM.from_pretrained(repo_id, dtype=torch.float32)
+    write_checkpoint(out_dir, dict(model.named_parameters()), config=model.config,
+                     tokenizer=tokenizer, generation_config=model.generation_config,
+                     manifest={"model": repo_id, "source": "huggingface-hub"})
+    return out_dir
+
+
 def default_model_dir(name: str) -> Path:
     """Where an embedded model lives unless told otherwise ($ESOPT_MODELS or resources/models)."""
     return Path(os.environ.get("ESOPT_MODELS", "resources/models")) / name
@@ -147,5 +163,6 @@ def describe(path: str | os.PathLike) -> str:
     return json.dumps({k: m[k] for k in ("model", "num_parameters", "sha256") if k in m})
 
 
-__all__ = ["EMBEDDED_MODELS", "MANIFEST_NAME", "default_model_dir", "describe", "fetch_model",
+__all__ = ["EMBEDDED_MODELS", "MANIFEST_NAME", "default_model_dir", "describe", "fetch_hub_model",
+           "fetch_model",
            "make_tiny_model", "resolve_model"]

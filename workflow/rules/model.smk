@@ -1,7 +1,35 @@
 rule fetch_model:
     output:
-        manifest="resources/models/{name}/manifest.json",
+        directory("resources/models/{name}"),
+    wildcard_constraints:
+        name="smollm2-135m-instruct",
+    conda:
+        "../../envs/esopt.yaml"
     log:
         "logs/model/{name}.log",
     shell:
-        "esopt model fetch {wildcards.name} --out resources/models/{wildcards.name} > {log} 2>&1"
+        "esopt model fetch {wildcards.name} --out {output} > {log} 2>&1"
+
+
+rule tiny_random_model:
+    input:
+        "resources/models/smollm2-135m-instruct",
+    output:
+        directory(f"resources/models/{TINY_RANDOM}"),
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/model/{TINY_RANDOM}.log",
+    shell:
+        "esopt model tiny --out {output} --tokenizer-from {input} > {log} 2>&1"
+
+
+rule fetch_hub_model:
+    output:
+        directory("resources/models/hub/{owner}--{repo}"),
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/model/hub/{owner}--{repo}.log",
+    shell:
+        "esopt model fetch-hub {wildcards.owner}/{wildcards.repo} --out {output} > {log} 2>&1"

@@ -87,3 +87,13 @@ def verify_checkpoint(ckpt_dir: str | os.PathLike) -> dict:
     if actual != manifest["sha256"]:
         raise ValueError(f"{ckpt_dir}: weights sha256 {actual} != manifest {manifest['sha256']}")
     return manifest
+
+
+def checkpoint_sha256(ckpt_dir: str | os.PathLike) -> str | None:
+    """sha256 of a checkpoint's weights: from its manifest, else hashed from the file
+    (a plain Hugging Face directory used as a base model), else None (sharded weights)."""
+    try:
+        return read_manifest(ckpt_dir)["sha256"]
+    except FileNotFoundError:
+        weights = Path(ckpt_dir) / WEIGHTS_NAME
+        return file_sha256(weights) if weights.is_file() else None

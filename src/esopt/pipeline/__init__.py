@@ -1,0 +1,1 @@
+"""The library side of the Snakemake pipeline: resolved run specs and one function per stage."""

@@ -1,0 +1,114 @@
+"""From the workflow's config mapping (config.yaml + scale file + --config) to RunSpecs.
+
+Every value is checked here, at DAG-build time, so a bad config fails before any job
+starts, with the offending key in the message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from esopt.backends.base import SamplingParams
+from esopt.envs.base import make_env
+from esopt.es.strategy import ESConfig
+from esopt.models import EMBEDDED_MODELS
+from esopt.pipeline.spec import METHODS, TRAINED_METHODS, RunSpec, sigma_schedule
+
+TINY_RANDOM = "tiny-random"  # a random small Llama with SmolLM2's tokenizer (smoke scale)
+
+
+class ConfigError(ValueError):
+    """A config value that cannot run; the message starts with the key."""
+
+
+def model_dir(name: str) -> str:
+    """Where the base model's checkpoint lives: embedded names and Hub ids are built by
+    rules under resources/models; a local directory is used in place."""
+    if name in EMBEDDED_MODELS or name == TINY_RANDOM:
+        return f"resources/models/{name}"
+    if Path(name).exists():
+        return name
+    if name.count("/") == 1 and not name.startswith((".", "/")):
+        return "resources/models/hub/" + name.replace("/", "--")
+    raise ConfigError(f"model: {name!r} is neither an embedded model "
+                      f"({sorted(EMBEDDED_MODELS) + [TINY_RANDOM]}), a directory, nor a Hub id")
+
+
+def _decoder(d: dict, key: str) -> SamplingParams:
+    try:
+        return SamplingParams(**{**d, "stop": tuple(d.get("stop", ()))})
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{key}: {e}") from None
+
+
+def _check(key: str, fn):
+    try:
+        return fn()
+    except (TypeError, ValueError, KeyError) as e:
+        raise ConfigError(f"{key}: {e}") from None
+
+
+def run_specs(config: dict) -> list[RunSpec]:
+    """Every run of every configured experiment."""
+    specs = []
+    for exp_name in config.get("experiments", []):
+        if exp_name not in config:
+            raise ConfigError(f"experiments: {exp_name!r} has no section of its own")
+        specs += _experiment_specs(exp_name, config[exp_name], config)
+    return specs
+
+
+def _experiment_specs(name: str, exp: dict, config: dict) -> list[RunSpec]:
+    key = name
+    env = exp.get("env", name)
+    env_options = dict(exp.get("env_options", {}))
+    horizons = exp.get("horizons", [])
+    if not horizons:
+        raise ConfigError(f"{key}.horizons: at least one H* is needed")
+    for h in horizons:
+        _check(f"{key}.env", lambda h=h: make_env(env, **{**env_options, "blanks": h}))
+    methods = exp.get("methods", list(METHODS))
+    for m in methods:
+        if m not in METHODS:
+            raise ConfigError(f"{key}.methods: unknown method {m!r}; choose from {list(METHODS)}")
+    es = exp.get("es", {})
+    generations = es.get("generations", 1)
+    if generations < 1:
+        raise ConfigError(f"{key}.es.generations must be >= 1, got {generations}")
+    train_decoder = _decoder(exp.get("train_decoder", {}), f"{key}.train_decoder")
+    eval_cfg = exp.get("eval", {})
+    eval_decoder = _decoder(eval_cfg.get("decoder", {}), f"{key}.eval.decoder")
+    specs = []
+    for h in horizons:
+        for method in methods:
+            sigma_cfg = exp.get("sigma", {}).get(method, {"kind": "constant", "sigma_0": 1e-3})
+            sigma_cfg = {**sigma_cfg, **exp.get("sigma_by_horizon", {}).get(h, {}).get(method, {})}
+            if method not in TRAINED_METHODS:
+                sigma_cfg = {"kind": "constant", "sigma_0": 1e-3}
+            skey = f"{key}.sigma.{method}"
+            schedule = _check(skey, lambda c=sigma_cfg: sigma_schedule(c, generations))
+            for seed in exp.get("seeds", [0]):
+                es_config = _check(f"{key}.es", lambda s=schedule, seed=seed: ESConfig(
+                    population_size=es.get("population_size", 8), alpha=float(es.get("alpha", 5e-4)),
+                    sigma=s, shaping=es.get("shaping", "zscore"),
+                    antithetic=es.get("antithetic", False), run_seed=seed))
+                specs.append(_check(key, lambda es_config=es_config, seed=seed, method=method,
+                                    h=h: RunSpec(
+                    experiment=name, env=env, env_options=env_options, horizon=h,
+                    method=method, seed=seed, model=model_dir(config["model"]), es=es_config,
+                    tasks_per_direction=es.get("tasks_per_direction", 8),
+                    train_decoder=train_decoder, eval_decoder=eval_decoder,
+                    eval_tasks=eval_cfg.get("tasks", 32), eval_repeats=eval_cfg.get("repeats", 1),
+                    keep_every=es.get("keep_every", 10),
+                    serving_dtype=config.get("serving_dtype", "float32"),
+                    runtime=dict(config.get("runtime", {})))))
+    return specs
+
+
+def scale_file(root: str | Path, scale: str) -> Path:
+    """config/scales/{scale}.yaml, or a ConfigError listing the scales that exist."""
+    path = Path(root) / "config" / "scales" / f"{scale}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in (Path(root) / "config" / "scales").glob("*.yaml"))
+        raise ConfigError(f"scale: no scale {scale!r} ({path} not found); choose one of {known}")
+    return path

@@ -1,0 +1,90 @@
+"""A run's resolved specification: everything a stage needs, serialisable to JSON.
+
+The Snakefile resolves the user's config into one RunSpec per (experiment, H*, method,
+seed) and hands it to every stage as JSON, so each artifact can carry the exact
+configuration that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from esopt.backends.base import SamplingParams
+from esopt.es.schedules import SigmaSchedule
+from esopt.es.strategy import ESConfig
+
+METHODS = ("base", "vanilla_es", "esopt")
+TRAINED_METHODS = ("vanilla_es", "esopt")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training (or evaluation-only) run."""
+
+    experiment: str
+    env: str
+    env_options: dict
+    horizon: int
+    method: str
+    seed: int
+    model: str
+    """Checkpoint directory of the base model (generation 0)."""
+    es: ESConfig
+    tasks_per_direction: int
+    train_decoder: SamplingParams
+    eval_decoder: SamplingParams
+    eval_tasks: int
+    eval_repeats: int
+    keep_every: int
+    serving_dtype: str = "float32"
+    runtime: dict = field(default_factory=dict)
+    """Fan-out settings (cluster, workers, threads_per_worker, timeout_min); not part of
+    the experiment's identity, but recorded."""
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method: unknown {self.method!r}; choose from {list(METHODS)}")
+        if self.tasks_per_direction < 1:
+            raise ValueError(f"tasks_per_direction must be >= 1, got {self.tasks_per_direction}")
+        if self.eval_tasks < 1 or self.eval_repeats < 1:
+            raise ValueError("eval.tasks and eval.repeats must be >= 1")
+        if self.keep_every < 1:
+            raise ValueError(f"keep_every must be >= 1, got {self.keep_every}")
+
+    @property
+    def generations(self) -> int:
+        return 0 if self.method == "base" else self.es.generations
+
+    @property
+    def run_dir(self) -> str:
+        return f"results/{self.experiment}/h{self.horizon}/{self.method}/seed{self.seed}"
+
+    @property
+    def env_kwargs(self) -> dict:
+        return {**self.env_options, "blanks": self.horizon} if self.env == "sudoku" else dict(
+            self.env_options)
+
+    def kept_generations(self) -> list[int]:
+        """Checkpoints kept and evaluated: 0, every keep_every-th, and the last."""
+        last = self.generations
+        return sorted({0, last, *range(0, last + 1, self.keep_every)})
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        d = json.loads(text)
+        d["es"] = ESConfig.from_dict(d["es"])
+        d["train_decoder"] = SamplingParams(**{**d["train_decoder"],
+                                               "stop": tuple(d["train_decoder"]["stop"])})
+        d["eval_decoder"] = SamplingParams(**{**d["eval_decoder"],
+                                              "stop": tuple(d["eval_decoder"]["stop"])})
+        return cls(**d)
+
+
+def sigma_schedule(d: dict, generations: int) -> SigmaSchedule:
+    """A SigmaSchedule from a config mapping (kind, sigma_0, sigma_T)."""
+    return SigmaSchedule(kind=d.get("kind", "constant"), sigma_0=float(d["sigma_0"]),
+                         sigma_T=float(d.get("sigma_T", d["sigma_0"])), generations=generations)

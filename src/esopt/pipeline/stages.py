@@ -1,0 +1,189 @@
+"""The pipeline's stages, one function each; the `esopt stage ...` CLI calls them.
+
+Per generation t of a run:
+  evaluate_directions: G perturbed policies, each on the generation's shared tasks
+                       -> gen{t}/directions/{i:03d}.parquet (atomic, one per direction)
+  reduce_rewards:      -> gen{t}/rewards.parquet (one row per direction)
+  update_checkpoint:   checkpoint t + rewards t -> checkpoint t+1 (manifest: lineage)
+and for kept checkpoints, evaluate_checkpoint -> eval/gen{t}.parquet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from esopt.agent.evaluate import evaluate, task_seeds
+from esopt.agent.rollout import run_episodes
+from esopt.agent.trajectories import episodes_table, write_parquet_atomic
+from esopt.envs.base import make_env
+from esopt.es.seeds import mix
+from esopt.es.strategy import ES
+from esopt.pipeline.spec import RunSpec
+from esopt.runtime.checkpoint import checkpoint_sha256
+from esopt.runtime.fanout import map_shards
+from esopt.runtime.memory import peak_rss_mb
+
+log = logging.getLogger(__name__)
+
+
+def _load_policy(checkpoint: str, spec: RunSpec):
+    from esopt.backends.hf import HFPolicy
+
+    return HFPolicy.load(checkpoint, serving_dtype=spec.serving_dtype)
+
+
+def train_sampling(spec: RunSpec, generation: int):
+    """Common random numbers: every direction of a generation gets the same sampling seed."""
+    return replace(spec.train_decoder, seed=mix("crn", spec.seed, generation) % 2**31)
+
+
+def train_tasks(spec: RunSpec, generation: int) -> list[int]:
+    """The generation's tasks, shared by all its directions."""
+    return task_seeds(f"train/{spec.seed}/{generation}", spec.tasks_per_direction)
+
+
+def direction_path(out_dir: str | Path, index: int) -> Path:
+    return Path(out_dir) / f"{index:03d}.parquet"
+
+
+def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_dir: str,
+                         indices: list[int], threads: int) -> list[int]:
+    """Worker: load the checkpoint once, then score each direction of the shard."""
+    import torch
+
+    torch.set_num_threads(threads)
+    spec = RunSpec.from_json(spec_json)
+    policy = _load_policy(checkpoint, spec)
+    es = ES(spec.es)
+    directions = es.ask(es.state_at(generation))
+    seeds, sampling = train_tasks(spec, generation), train_sampling(spec, generation)
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    for i in indices:
+        if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):  # fault injection for tests
+            raise RuntimeError(f"injected failure in direction {i}")
+        d = directions[i]
+        t0 = time.perf_counter()
+        with policy.perturbed(d):
+            episodes = run_episodes(policy, lambda: make_env(spec.env, **spec.env_kwargs),
+                                    seeds, sampling)
+        extra = {"generation": generation, "direction": i, "direction_seed": d.seed,
+                 "sign": d.sign, "sigma": d.sigma, "worker": worker,
+                 "direction_wall_s": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb()}
+        write_parquet_atomic(episodes_table(episodes, extra), direction_path(out_dir, i),
+                             metadata={"config": spec.to_json()})
+    return list(indices)
+
+
+def evaluate_directions(spec: RunSpec, generation: int, checkpoint: str, out_dir: str,
+                        marker: str) -> None:
+    """Score every direction of a generation that has no file yet, fanned out in shards."""
+    rt = spec.runtime
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    g = spec.es.population_size
+    missing = [i for i in range(g) if not direction_path(out_dir, i).exists()]
+    if len(missing) < g:
+        log.info("generation %d: %d of %d directions already scored; evaluating %s",
+                 generation, g - len(missing), g, missing)
+    workers = max(1, min(int(rt.get("workers", 1)), len(missing) or 1))
+    shards = [missing[k::workers] for k in range(workers) if missing[k::workers]]
+    t0 = time.perf_counter()
+    map_shards(eval_direction_shard,
+               [(spec.to_json(), generation, checkpoint, out_dir, s,
+                 int(rt.get("threads_per_worker", 1))) for s in shards],
+               cluster=rt.get("cluster", "local"), folder=Path(out_dir).parent / "submitit",
+               timeout_min=int(rt.get("timeout_min", 60)), slurm=rt.get("slurm"))
+    absent = [i for i in range(g) if not direction_path(out_dir, i).exists()]
+    if absent:
+        raise RuntimeError(f"directions {absent} have no result file")
+    Path(marker).write_text(json.dumps({"generation": generation, "directions": g,
+                                        "evaluated_now": missing,
+                                        "wall_s": time.perf_counter() - t0}) + "\n")
+
+
+def reduce_rewards(spec: RunSpec, generation: int, directions_dir: str, out: str) -> pa.Table:
+    """One row per direction: its reward (mean episode reward) and accounting."""
+    rows = []
+    for i in range(spec.es.population_size):
+        t = pq.read_table(direction_path(directions_dir, i)).to_pydict()
+        rewards = np.asarray(t["reward"], dtype=np.float64)
+        rows.append({
+            "generation": generation, "direction": i, "direction_seed": t["direction_seed"][0],
+            "sign": t["sign"][0], "sigma": t["sigma"][0],
+            "reward": float(rewards.mean()) if rewards.size else float("nan"),
+            "success": float(np.mean(t["success"])), "task_seeds": t["task_seed"],
+            "task_rewards": rewards.tolist(), "turns": float(np.mean(t["num_turns"])),
+            "prompt_tokens": int(np.sum(t["prompt_tokens"])),
+            "completion_tokens": int(np.sum(t["completion_tokens"])),
+            "wall_s": t["direction_wall_s"][0], "worker": t["worker"][0],
+            "peak_rss_mb": t["peak_rss_mb"][0],
+        })
+    table = pa.Table.from_pylist(rows)
+    write_parquet_atomic(table, out, metadata={"config": spec.to_json()})
+    r = np.array([row["reward"] for row in rows])
+    log.info("%s gen %03d: reward mean %.4f std %.4f, success %.3f, sigma %.3g, "
+             "direction time %.1fs", spec.run_dir, generation, r.mean(), r.std(),
+             np.mean([row["success"] for row in rows]), rows[0]["sigma"],
+             sum(row["wall_s"] for row in rows))
+    return table
+
+
+def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: str,
+                      out_dir: str) -> dict:
+    """Checkpoint t+1 = checkpoint t + the update of generation t; returns its manifest."""
+    t0 = time.perf_counter()
+    table = pq.read_table(rewards).sort_by("direction").to_pydict()
+    es = ES(spec.es)
+    state = es.state_at(generation)
+    expected = [d.seed for d in es.ask(state)]
+    if table["direction_seed"] != expected:
+        raise ValueError(f"{rewards}: direction seeds do not match generation {generation} "
+                         "of this run's config")
+    update, _ = es.tell(state, table["reward"])
+    policy = _load_policy(checkpoint, spec)
+    policy.apply(update)
+    manifest = {
+        "generation": generation + 1, "parent_sha256": checkpoint_sha256(checkpoint),
+        "seeds": list(update.seeds), "signs": list(update.signs),
+        "weights": list(update.weights), "excluded": list(update.excluded),
+        "sigma": update.sigma, "alpha": update.alpha, "scale": update.scale,
+        "rewards": list(table["reward"]), "config": json.loads(spec.to_json()),
+        "update_wall_s": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb(),
+    }
+    return policy.save(out_dir, manifest)
+
+
+def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: str) -> dict:
+    """Held-out evaluation of one checkpoint -> per-episode Parquet; returns the summary."""
+    import torch
+
+    torch.set_num_threads(int(spec.runtime.get("eval_threads", torch.get_num_threads())))
+    t0 = time.perf_counter()
+    policy = _load_policy(checkpoint, spec)
+    table, summary = evaluate(policy, spec.env, spec.env_kwargs,
+                              task_seeds("test", spec.eval_tasks), spec.eval_repeats,
+                              spec.eval_decoder, seed=spec.seed)
+    info = {"experiment": spec.experiment, "horizon": spec.horizon, "method": spec.method,
+            "seed": spec.seed, "generation": generation}
+    n = table.num_rows
+    for k, v in info.items():
+        table = table.append_column(k, pa.array([v] * n))
+    summary_d = {**info, "success_mean": summary.success_mean,
+                 "success_std": summary.success_std, "reward_mean": summary.reward_mean,
+                 "per_repeat": list(summary.per_repeat), "peak_rss_mb": peak_rss_mb(),
+                 "wall_s": time.perf_counter() - t0,
+                 "checkpoint_sha256": checkpoint_sha256(checkpoint)}
+    write_parquet_atomic(table, out, metadata={"config": spec.to_json(),
+                                               "summary": json.dumps(summary_d)})
+    log.info("%s eval gen %03d: success %.3f +- %.3f", spec.run_dir, generation,
+             summary.success_mean, summary.success_std)
+    return summary_d

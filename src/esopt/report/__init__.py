@@ -1,0 +1,1 @@
+"""Tables, figures and the report PDF, read from the pipeline's Parquet outputs."""

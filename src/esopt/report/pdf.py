@@ -1,0 +1,69 @@
+"""The report PDF: each table and figure on its own page with its caption."""
+
+from __future__ import annotations
+
+import csv
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.image as mpimg  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
+
+A4_LANDSCAPE = (11.69, 8.27)
+
+
+def _caption(captions: Path, name: str) -> str:
+    path = captions / f"{name}.rst"
+    return " ".join(path.read_text().split()) if path.exists() else ""
+
+
+def _table_page(pdf: PdfPages, title: str, csv_path: Path, caption: str) -> None:
+    with open(csv_path) as f:
+        rows = list(csv.reader(f))
+    fig, ax = plt.subplots(figsize=A4_LANDSCAPE)
+    ax.axis("off")
+    ax.set_title(title, fontsize=16, loc="left")
+    if len(rows) > 1:
+        table = ax.table(cellText=rows[1:], colLabels=rows[0], loc="upper center",
+                         cellLoc="center")
+        table.auto_set_font_size(False)
+        table.set_fontsize(10)
+        table.scale(1, 1.8)
+    fig.text(0.06, 0.1, textwrap.fill(caption, 150), fontsize=10, va="bottom")
+    pdf.savefig(fig)
+    plt.close(fig)
+
+
+def _figure_page(pdf: PdfPages, title: str, png: Path, caption: str) -> None:
+    fig = plt.figure(figsize=A4_LANDSCAPE)
+    ax = fig.add_axes([0.03, 0.2, 0.94, 0.7])
+    ax.imshow(mpimg.imread(png))
+    ax.axis("off")
+    fig.suptitle(title, fontsize=16, x=0.06, ha="left")
+    fig.text(0.06, 0.08, textwrap.fill(caption, 150), fontsize=10, va="bottom")
+    pdf.savefig(fig)
+    plt.close(fig)
+
+
+def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
+                 out: str | Path, header: str = "") -> Path:
+    """Assemble Table 1, Table 7 and Figure 3 into one PDF."""
+    tables, figures, captions, out = map(Path, (tables, figures, captions, out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with PdfPages(out) as pdf:
+        fig = plt.figure(figsize=A4_LANDSCAPE)
+        fig.text(0.06, 0.8, "esopt report", fontsize=24)
+        fig.text(0.06, 0.7, textwrap.fill(header, 120), fontsize=11, va="top")
+        pdf.savefig(fig)
+        plt.close(fig)
+        _table_page(pdf, "Table 1: Agentic Sudoku success by H*", tables / "table1.csv",
+                    _caption(captions, "table1"))
+        _table_page(pdf, "Table 7: ES configurations", tables / "table7.csv",
+                    _caption(captions, "table7"))
+        _figure_page(pdf, "Figure 3: Agentic Sudoku by H*", figures / "fig3.png",
+                     _caption(captions, "fig3"))
+    return out

@@ -1,0 +1,58 @@
+"""Reading a finished run's outputs: final success, evaluation curves, peak memory."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from esopt.pipeline.spec import RunSpec
+
+
+def load_runs(path: str | Path) -> list[RunSpec]:
+    """The run specs the workflow wrote to results/runs.json."""
+    return [RunSpec.from_json(json.dumps(d)) for d in json.loads(Path(path).read_text())]
+
+
+def eval_summary(path: str | Path) -> dict:
+    """The summary stored in an evaluation Parquet's metadata."""
+    meta = pq.read_schema(path).metadata or {}
+    return json.loads(meta[b"summary"])
+
+
+def final_summary(spec: RunSpec) -> dict:
+    return eval_summary(Path(spec.run_dir) / "final" / "eval.parquet")
+
+
+def eval_curve(spec: RunSpec, specs: Iterable[RunSpec]) -> list[tuple[int, float, float]]:
+    """(generation, success mean, std over repeats) at every evaluated checkpoint.
+
+    Generation 0 of a trained run is the base model; when the run did not evaluate it, the
+    matching `base` run's evaluation is used (same model, tasks and sampling seeds).
+    """
+    points = {}
+    for p in sorted(Path(spec.run_dir, "eval").glob("gen*.parquet")):
+        s = eval_summary(p)
+        points[s["generation"]] = (s["success_mean"], s["success_std"])
+    if 0 not in points:
+        for b in specs:
+            if (b.method, b.experiment, b.horizon, b.seed) == (
+                    "base", spec.experiment, spec.horizon, spec.seed):
+                s = final_summary(b)
+                points[0] = (s["success_mean"], s["success_std"])
+    return [(g, m, sd) for g, (m, sd) in sorted(points.items())]
+
+
+def peak_memory_mb(spec: RunSpec) -> float:
+    """Largest peak RSS of any job of the run (directions, updates, evaluations)."""
+    peaks = [eval_summary(p)["peak_rss_mb"] for p in Path(spec.run_dir, "eval").glob("*.parquet")]
+    for g in range(spec.generations):
+        rewards = Path(spec.run_dir) / f"gen{g:03d}" / "rewards.parquet"
+        if rewards.exists():
+            peaks += pq.read_table(rewards, columns=["peak_rss_mb"]).column(0).to_pylist()
+        record = Path(spec.run_dir) / f"gen{g + 1:03d}" / "update.json"
+        if record.exists():
+            peaks.append(json.loads(record.read_text())["peak_rss_mb"])
+    return max(peaks) if peaks else float("nan")

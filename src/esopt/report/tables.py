@@ -1,0 +1,110 @@
+"""Table 1 (success by H* with measured memory) and Table 7 (ES configurations used)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from esopt.pipeline.spec import METHODS, RunSpec
+from esopt.report.results import final_summary, peak_memory_mb
+
+METHOD_LABELS = {"base": "Base model", "vanilla_es": "+ Vanilla ES", "esopt": "+ Agentic ESOpt"}
+
+Table = tuple[list[str], list[list[str]]]  # header, rows
+
+
+def _by_method(specs: list[RunSpec]) -> dict[str, list[RunSpec]]:
+    out: dict[str, list[RunSpec]] = {}
+    for s in specs:
+        out.setdefault(s.method, []).append(s)
+    return {m: out[m] for m in METHODS if m in out}
+
+
+def success_stats(specs: list[RunSpec]) -> tuple[float, float, int]:
+    """Mean and std (ddof 0) x100 over seeds x evaluation repeats, and the count."""
+    rates = [r for s in specs for r in final_summary(s)["per_repeat"]]
+    return 100 * float(np.mean(rates)), 100 * float(np.std(rates)), len(rates)
+
+
+def table1(specs: list[RunSpec]) -> Table:
+    """Rows: methods; columns: peak memory, then success (x100) per H*."""
+    horizons = sorted({s.horizon for s in specs})
+    header = ["Method", "Peak mem (RSS)"] + [f"H*={h}" for h in horizons]
+    rows = []
+    for method, runs in _by_method(specs).items():
+        mem_gb = max(peak_memory_mb(s) for s in runs) / 1024
+        cells = [METHOD_LABELS[method], f"{mem_gb:.2f}GB"]
+        for h in horizons:
+            at_h = [s for s in runs if s.horizon == h]
+            if at_h:
+                mean, std, _ = success_stats(at_h)
+                cells.append(f"{mean:.2f}±{std:.2f}")
+            else:
+                cells.append("–")
+        rows.append(cells)
+    return header, rows
+
+
+def _sigma_text(spec: RunSpec) -> str:
+    s = spec.es.sigma
+    if s.kind == "constant":
+        return f"{s.sigma_0:.1e} constant"
+    return f"{s.sigma_0:.1e}→{s.sigma_T:.1e} {s.kind}"
+
+
+def table7(specs: list[RunSpec]) -> Table:
+    """One row per (ES method, H*): the configuration actually run."""
+    header = ["Profile", "Board", "Mask count (H*)", "Max turns", "G", "Tasks/direction",
+              "Generations", "alpha", "Sigma schedule"]
+    seen, rows = set(), []
+    for s in sorted(specs, key=lambda s: (s.method, s.horizon)):
+        if s.method == "base" or (s.method, s.horizon) in seen:
+            continue
+        seen.add((s.method, s.horizon))
+        size = s.env_options.get("size", 9)
+        max_turns = s.env_options.get("max_turns") or 3 * s.horizon
+        rows.append([METHOD_LABELS[s.method].lstrip("+ "), f"{size}x{size}", str(s.horizon),
+                     str(max_turns), str(s.es.population_size), str(s.tasks_per_direction),
+                     str(s.es.generations), f"{s.es.alpha:.1e}", _sigma_text(s)])
+    return header, rows
+
+
+def to_markdown(table: Table) -> str:
+    header, rows = table
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(table: Table) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(table[0])
+    writer.writerows(table[1])
+    return buf.getvalue()
+
+
+def to_latex(table: Table) -> str:
+    header, rows = table
+
+    def esc(x: str) -> str:
+        return (x.replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("%", r"\%")
+                .replace("±", r"$\pm$").replace("→", r"$\to$").replace("&", r"\&"))
+
+    lines = [r"\begin{tabular}{" + "l" * len(header) + "}", r"\toprule",
+             " & ".join(esc(h) for h in header) + r" \\", r"\midrule"]
+    lines += [" & ".join(esc(c) for c in r) + r" \\" for r in rows]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(table: Table, out_dir: str | Path, name: str) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.csv").write_text(to_csv(table))
+    (out / f"{name}.md").write_text(to_markdown(table))
+    (out / f"{name}.tex").write_text(to_latex(table))

@@ -1,0 +1,87 @@
+import json
+
+from esopt.pipeline.config import TINY_RANDOM
+
+RUN = "results/{exp}/h{h}/{method}/seed{seed}"
+SPEC_BY_RUN = {(s.experiment, str(s.horizon), s.method, str(s.seed)): s for s in SPECS}
+METHODS_RUN = {s.method for s in SPECS}
+# Checkpoints kept (not temp): every k-th and the last, over all runs.
+KEPT = sorted({g for s in SPECS for g in s.kept_generations() if g > 0}) or [1]
+KEPT_GEN = "|".join(f"{g:03d}" for g in KEPT)
+UPDATE_SHELL = (
+    "esopt stage update --spec {params.spec:q} --generation {params.parent} "
+    "--checkpoint {input.checkpoint} --rewards {input.rewards} "
+    "--out {output.checkpoint} --record {output.record} > {log} 2>&1"
+)
+
+
+wildcard_constraints:
+    exp="[a-z_]+",
+    h="[0-9]+",
+    method="[a-z_]+",
+    seed="[0-9]+",
+    gen="[0-9]{3}",
+
+
+def spec_of(wildcards):
+    return SPEC_BY_RUN[(wildcards.exp, wildcards.h, wildcards.method, wildcards.seed)]
+
+
+def spec_json(wildcards):
+    return spec_of(wildcards).to_json()
+
+
+def checkpoint_dir(spec, generation):
+    """Checkpoint directory of `generation` of a run (0 = the base model)."""
+    if generation == 0:
+        return spec.model
+    return f"{spec.run_dir}/gen{generation:03d}/checkpoint"
+
+
+def eval_generations(spec):
+    """Generations evaluated for a run; generation 0 of trained runs comes from `base`."""
+    gens = spec.kept_generations()
+    if spec.method != "base" and "base" in METHODS_RUN:
+        gens = [g for g in gens if g > 0]
+    return gens
+
+
+TABLES = [f"results/tables/{t}.{ext}" for t in ("table1", "table7") for ext in ("csv", "md", "tex")]
+FIGURES = [f"results/figures/fig3.{ext}" for ext in ("pdf", "png")]
+REPORT_OUTPUTS = TABLES + FIGURES + ["results/report.pdf"]
+
+
+def report_inputs(wildcards):
+    inputs = [f"{s.run_dir}/final/eval.parquet" for s in SPECS]
+    inputs += [f"{s.run_dir}/eval/gen{g:03d}.parquet" for s in SPECS for g in eval_generations(s)]
+    inputs += [f"{s.run_dir}/gen{g:03d}/rewards.parquet" for s in SPECS for g in range(s.generations)]
+    inputs += [f"{s.run_dir}/gen{g:03d}/update.json" for s in SPECS for g in range(1, s.generations + 1)]
+    return inputs
+
+
+def directions_input(wildcards):
+    return checkpoint_dir(spec_of(wildcards), int(wildcards.gen))
+
+
+def update_input(wildcards):
+    spec, gen = spec_of(wildcards), int(wildcards.gen)
+    return {
+        "checkpoint": checkpoint_dir(spec, gen - 1),
+        "rewards": f"{spec.run_dir}/gen{gen - 1:03d}/rewards.parquet",
+    }
+
+
+def eval_input(wildcards):
+    return checkpoint_dir(spec_of(wildcards), int(wildcards.gen))
+
+
+def final_eval_input(wildcards):
+    spec = spec_of(wildcards)
+    return f"{spec.run_dir}/eval/gen{spec.generations:03d}.parquet"
+
+
+def get_final_output():
+    outputs = [f"{s.run_dir}/final/eval.parquet" for s in SPECS]
+    outputs += [f"{s.run_dir}/eval/gen{g:03d}.parquet" for s in SPECS for g in eval_generations(s)]
+    outputs += REPORT_OUTPUTS
+    return outputs

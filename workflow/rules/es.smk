@@ -1,0 +1,77 @@
+rule evaluate_directions:
+    input:
+        directions_input,
+    output:
+        f"{RUN}/gen{{gen}}/directions.done.json",
+    params:
+        spec=spec_json,
+        out=lambda w, output: output[0].replace(".done.json", ""),
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/{RUN}/gen{{gen}}/directions.log",
+    benchmark:
+        f"benchmarks/{RUN}/gen{{gen}}/directions.tsv"
+    shell:
+        "esopt stage directions --spec {params.spec:q} --generation {wildcards.gen} "
+        "--checkpoint {input} --out {params.out} --marker {output} > {log} 2>&1"
+
+
+rule reduce_rewards:
+    input:
+        f"{RUN}/gen{{gen}}/directions.done.json",
+    output:
+        f"{RUN}/gen{{gen}}/rewards.parquet",
+    params:
+        spec=spec_json,
+        directions=lambda w, input: input[0].replace(".done.json", ""),
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/{RUN}/gen{{gen}}/reduce.log",
+    shell:
+        "esopt stage reduce --spec {params.spec:q} --generation {wildcards.gen} "
+        "--directions {params.directions} --out {output} > {log} 2>&1"
+
+
+rule update_kept:
+    input:
+        unpack(update_input),
+    output:
+        checkpoint=directory(f"{RUN}/gen{{gen}}/checkpoint"),
+        record=f"{RUN}/gen{{gen}}/update.json",
+    wildcard_constraints:
+        gen=KEPT_GEN,
+    params:
+        spec=spec_json,
+        parent=lambda w: int(w.gen) - 1,
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/{RUN}/gen{{gen}}/update.log",
+    benchmark:
+        f"benchmarks/{RUN}/gen{{gen}}/update.tsv"
+    shell:
+        UPDATE_SHELL
+
+
+# Intermediate checkpoints are deleted once the next generation no longer needs them.
+rule update_temp:
+    input:
+        unpack(update_input),
+    output:
+        checkpoint=temp(directory(f"{RUN}/gen{{gen}}/checkpoint")),
+        record=f"{RUN}/gen{{gen}}/update.json",
+    wildcard_constraints:
+        gen=f"(?!{KEPT_GEN})[0-9]{{3}}",
+    params:
+        spec=spec_json,
+        parent=lambda w: int(w.gen) - 1,
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/{RUN}/gen{{gen}}/update.log",
+    benchmark:
+        f"benchmarks/{RUN}/gen{{gen}}/update.tsv"
+    shell:
+        UPDATE_SHELL

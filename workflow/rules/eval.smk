@@ -1,0 +1,29 @@
+rule evaluate_checkpoint:
+    input:
+        eval_input,
+    output:
+        f"{RUN}/eval/gen{{gen}}.parquet",
+    params:
+        spec=spec_json,
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/{RUN}/eval/gen{{gen}}.log",
+    benchmark:
+        f"benchmarks/{RUN}/eval/gen{{gen}}.tsv"
+    shell:
+        "esopt stage eval --spec {params.spec:q} --generation {wildcards.gen} "
+        "--checkpoint {input} --out {output} > {log} 2>&1"
+
+
+rule final_eval:
+    input:
+        final_eval_input,
+    output:
+        f"{RUN}/final/eval.parquet",
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/{RUN}/final_eval.log",
+    shell:
+        "cp {input} {output} 2> {log}"

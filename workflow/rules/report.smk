@@ -1,0 +1,56 @@
+rule run_index:
+    output:
+        "results/runs.json",
+    params:
+        specs=lambda w: json.dumps([json.loads(s.to_json()) for s in SPECS]),
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/report/run_index.log",
+    shell:
+        "echo {params.specs:q} > {output} 2> {log}"
+
+
+rule tables:
+    input:
+        runs="results/runs.json",
+        results=report_inputs,
+    output:
+        TABLES,
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/report/tables.log",
+    shell:
+        "esopt report tables --runs {input.runs} --out results/tables > {log} 2>&1"
+
+
+rule figures:
+    input:
+        runs="results/runs.json",
+        results=report_inputs,
+    output:
+        pdf=report("results/figures/fig3.pdf", caption="../report/fig3.rst", category="Sudoku"),
+        png="results/figures/fig3.png",
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/report/figures.log",
+    shell:
+        "esopt report figures --runs {input.runs} --out results/figures > {log} 2>&1"
+
+
+rule report_pdf:
+    input:
+        TABLES,
+        FIGURES,
+        runs="results/runs.json",
+    output:
+        report("results/report.pdf", caption="../report/report.rst", category="Report"),
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/report/report_pdf.log",
+    shell:
+        "esopt report pdf --runs {input.runs} --tables results/tables "
+        "--figures results/figures --captions workflow/report --out {output} > {log} 2>&1"
