@@ -1,0 +1,41 @@
+"""Dry runs, lint and config validation: fast, no job runs."""
+
+import pytest
+
+from tests.workflow.conftest import snakemake
+
+
+def test_dry_run_of_all_at_the_default_scale(workdir):
+    out = snakemake(workdir, "-n", "all").stdout
+    assert "evaluate_directions" in out and "report_pdf" in out
+
+
+def test_dry_run_of_the_smoke_and_paper_scales(workdir):
+    snakemake(workdir, "-n", "all", "--config", "scale=smoke")
+    out = snakemake(workdir, "-n", "all", "--config", "scale=paper").stdout
+    # paper: 3 H* x 2 ES methods x 3 seeds x 100 generations of directions
+    assert "evaluate_directions       1800" in out
+
+
+def test_lint_is_clean(workdir):
+    proc = snakemake(workdir, "--lint", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Congratulations" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("override, key", [
+    ("sudoku={'sigma': {'esopt': {'kind': 'cosine', 'sigma_0': -1e-3, 'sigma_T': 1e-4}}}",
+     "sudoku.sigma.esopt"),
+    ("sudoku={'es': {'population_size': 1}}", "population_size"),
+    ("sudoku={'env': 'chess'}", "sudoku.env"),
+    ("scale=huge", "scale"),
+    ("sudoku={'sigma': {'vanilla_es': {'kind': 'exponential', 'sigma_0': 1e-3}}}",
+     "sigma.kind"),
+    ("runtime={'cluster': 'kubernetes'}", "cluster"),
+])
+def test_bad_config_fails_before_any_job_naming_the_key(workdir, override, key):
+    proc = snakemake(workdir, "-n", "all", "--config", override, check=False)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert key in text, text[-2000:]
+    assert not (workdir / "results").exists()
