@@ -7,6 +7,15 @@ SPEC_BY_RUN = {(s.experiment, str(s.horizon), s.method, str(s.seed)): s for s in
 METHODS_RUN = {s.method for s in SPECS}
 # Checkpoints kept (not temp): every k-th and the last, over all runs.
 KEPT = sorted({g for s in SPECS for g in s.kept_generations() if g > 0}) or [1]
+# Cores a job occupies, so that Snakemake does not oversubscribe the machine: the local
+# fan-out runs `workers` processes of `threads_per_worker` threads each.
+RUNTIME = config.get("runtime", {})
+FANOUT_THREADS = (
+    RUNTIME.get("workers", 1) * RUNTIME.get("threads_per_worker", 1)
+    if RUNTIME.get("cluster", "local") in ("local", "inline", "debug")
+    else 1
+)
+EVAL_THREADS = RUNTIME.get("eval_threads", 2)
 KEPT_GEN = "|".join(f"{g:03d}" for g in KEPT)
 UPDATE_SHELL = (
     "esopt stage update --spec {params.spec:q} --generation {params.parent} "

@@ -6,6 +6,7 @@ rule evaluate_directions:
     params:
         spec=spec_json,
         out=lambda w, output: output[0].replace(".done.json", ""),
+    threads: FANOUT_THREADS
     conda:
         "../../envs/esopt.yaml"
     log:
@@ -45,6 +46,7 @@ rule update_kept:
     params:
         spec=spec_json,
         parent=lambda w: int(w.gen) - 1,
+    threads: EVAL_THREADS
     conda:
         "../../envs/esopt.yaml"
     log:
@@ -67,6 +69,7 @@ rule update_temp:
     params:
         spec=spec_json,
         parent=lambda w: int(w.gen) - 1,
+    threads: EVAL_THREADS
     conda:
         "../../envs/esopt.yaml"
     log:

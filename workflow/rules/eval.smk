@@ -5,6 +5,7 @@ rule evaluate_checkpoint:
         f"{RUN}/eval/gen{{gen}}.parquet",
     params:
         spec=spec_json,
+    threads: EVAL_THREADS
     conda:
         "../../envs/esopt.yaml"
     log:

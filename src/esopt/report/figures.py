@@ -42,10 +42,11 @@ def figure3(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
             others = [v for (m, hh), v in finals.items() if hh == h and m != "esopt"]
             if (("esopt", h) in finals) and others:
                 delta = finals[("esopt", h)] - max(others)
-                ax.annotate(f"{delta:+.1f}", (i, -0.09), xycoords=("data", "axes fraction"),
+                ax.annotate(f"{delta:+.1f}", (i, -0.12), xycoords=("data", "axes fraction"),
                             ha="center", color="green" if delta >= 0 else "red", fontsize=8)
     ax.set_xticks(range(len(horizons)), [f"H*={h}" for h in horizons])
     ax.set_ylabel("final success rate (x100)")
+    ax.set_ylim(0, 100)
     ax.set_title("(a) final success")
     ax.legend(fontsize=7, loc="upper right")
     for i, h in enumerate(horizons):
@@ -67,6 +68,8 @@ def figure3(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
                 axc.axhline(success_stats(base)[0], color=COLORS["base"], ls="--", lw=1,
                             label="Base model")
         axc.set_title(f"({chr(ord('b') + i)}) H*={h}")
+        axc.set_ylim(0, 100)
+        axc.set_ylabel("held-out success (x100)")
         axc.set_xlabel("generation")
         axc.legend(fontsize=7)
     out = Path(out_dir)
