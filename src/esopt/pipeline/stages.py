@@ -37,9 +37,17 @@ log = logging.getLogger(__name__)
 
 
 def _load_policy(checkpoint: str, spec: RunSpec):
+    """(policy, seconds spent importing and loading): model loading is the DAG's hidden tax."""
+    t0 = time.perf_counter()
+    import torch
+
     from esopt.backends.hf import HFPolicy
 
-    return HFPolicy.load(checkpoint, serving_dtype=spec.serving_dtype)
+    device = spec.runtime.get("device", "auto")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    policy = HFPolicy.load(checkpoint, serving_dtype=spec.serving_dtype, device=device)
+    return policy, time.perf_counter() - t0
 
 
 def train_sampling(spec: RunSpec, generation: int):
@@ -50,6 +58,18 @@ def train_sampling(spec: RunSpec, generation: int):
 def train_tasks(spec: RunSpec, generation: int) -> list[int]:
     """The generation's tasks, shared by all its directions."""
     return task_seeds(f"train/{spec.seed}/{generation}", spec.tasks_per_direction)
+
+
+def score_direction(policy, spec: RunSpec, generation: int, direction):
+    """The episodes of one perturbed policy on the generation's shared tasks."""
+    with policy.perturbed(direction):
+        return run_episodes(policy, lambda: make_env(spec.env, **spec.env_kwargs),
+                            train_tasks(spec, generation), train_sampling(spec, generation))
+
+
+def direction_reward(episodes) -> float:
+    """A direction's fitness: the mean episode reward over its tasks."""
+    return float(np.mean([e.reward for e in episodes])) if episodes else float("nan")
 
 
 def direction_path(out_dir: str | Path, index: int) -> Path:
@@ -63,22 +83,20 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
 
     torch.set_num_threads(threads)
     spec = RunSpec.from_json(spec_json)
-    policy = _load_policy(checkpoint, spec)
+    policy, load_s = _load_policy(checkpoint, spec)
     es = ES(spec.es)
     directions = es.ask(es.state_at(generation))
-    seeds, sampling = train_tasks(spec, generation), train_sampling(spec, generation)
     worker = f"{socket.gethostname()}:{os.getpid()}"
     for i in indices:
         if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):  # fault injection for tests
             raise RuntimeError(f"injected failure in direction {i}")
         d = directions[i]
         t0 = time.perf_counter()
-        with policy.perturbed(d):
-            episodes = run_episodes(policy, lambda: make_env(spec.env, **spec.env_kwargs),
-                                    seeds, sampling)
+        episodes = score_direction(policy, spec, generation, d)
         extra = {"generation": generation, "direction": i, "direction_seed": d.seed,
                  "sign": d.sign, "sigma": d.sigma, "worker": worker,
-                 "direction_wall_s": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb()}
+                 "direction_wall_s": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb(),
+                 "worker_load_s": load_s, "worker_shard": list(indices)}
         write_parquet_atomic(episodes_table(episodes, extra), direction_path(out_dir, i),
                              metadata={"config": spec.to_json()})
     return list(indices)
@@ -116,6 +134,7 @@ def reduce_rewards(spec: RunSpec, generation: int, directions_dir: str, out: str
     for i in range(spec.es.population_size):
         t = pq.read_table(direction_path(directions_dir, i)).to_pydict()
         rewards = np.asarray(t["reward"], dtype=np.float64)
+        # Same fitness as score_direction's callers: the mean episode reward.
         rows.append({
             "generation": generation, "direction": i, "direction_seed": t["direction_seed"][0],
             "sign": t["sign"][0], "sigma": t["sigma"][0],
@@ -125,6 +144,7 @@ def reduce_rewards(spec: RunSpec, generation: int, directions_dir: str, out: str
             "prompt_tokens": int(np.sum(t["prompt_tokens"])),
             "completion_tokens": int(np.sum(t["completion_tokens"])),
             "wall_s": t["direction_wall_s"][0], "worker": t["worker"][0],
+            "worker_load_s": t["worker_load_s"][0], "worker_shard": t["worker_shard"][0],
             "peak_rss_mb": t["peak_rss_mb"][0],
         })
     table = pa.Table.from_pylist(rows)
@@ -149,7 +169,7 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         raise ValueError(f"{rewards}: direction seeds do not match generation {generation} "
                          "of this run's config")
     update, _ = es.tell(state, table["reward"])
-    policy = _load_policy(checkpoint, spec)
+    policy, load_s = _load_policy(checkpoint, spec)
     policy.apply(update)
     manifest = {
         "generation": generation + 1, "parent_sha256": checkpoint_sha256(checkpoint),
@@ -157,7 +177,8 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         "weights": list(update.weights), "excluded": list(update.excluded),
         "sigma": update.sigma, "alpha": update.alpha, "scale": update.scale,
         "rewards": list(table["reward"]), "config": json.loads(spec.to_json()),
-        "update_wall_s": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb(),
+        "update_wall_s": time.perf_counter() - t0, "load_s": load_s,
+        "peak_rss_mb": peak_rss_mb(),
     }
     return policy.save(out_dir, manifest)
 
@@ -168,7 +189,7 @@ def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: st
 
     torch.set_num_threads(int(spec.runtime.get("eval_threads", torch.get_num_threads())))
     t0 = time.perf_counter()
-    policy = _load_policy(checkpoint, spec)
+    policy, load_s = _load_policy(checkpoint, spec)
     table, summary = evaluate(policy, spec.env, spec.env_kwargs,
                               task_seeds("test", spec.eval_tasks), spec.eval_repeats,
                               spec.eval_decoder, seed=spec.seed)
@@ -180,7 +201,7 @@ def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: st
     summary_d = {**info, "success_mean": summary.success_mean,
                  "success_std": summary.success_std, "reward_mean": summary.reward_mean,
                  "per_repeat": list(summary.per_repeat), "peak_rss_mb": peak_rss_mb(),
-                 "wall_s": time.perf_counter() - t0,
+                 "wall_s": time.perf_counter() - t0, "load_s": load_s,
                  "checkpoint_sha256": checkpoint_sha256(checkpoint)}
     write_parquet_atomic(table, out, metadata={"config": spec.to_json(),
                                                "summary": json.dumps(summary_d)})
