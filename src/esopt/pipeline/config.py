@@ -51,14 +51,15 @@ def _check(key: str, fn):
 def run_specs(config: dict) -> list[RunSpec]:
     """Every run of every configured experiment."""
     specs = []
+    base_model = model_dir(config["model"])
     for exp_name in config.get("experiments", []):
         if exp_name not in config:
             raise ConfigError(f"experiments: {exp_name!r} has no section of its own")
-        specs += _experiment_specs(exp_name, config[exp_name], config)
+        specs += _experiment_specs(exp_name, config[exp_name], config, base_model)
     return specs
 
 
-def _experiment_specs(name: str, exp: dict, config: dict) -> list[RunSpec]:
+def _experiment_specs(name: str, exp: dict, config: dict, base_model: str) -> list[RunSpec]:
     key = name
     env = exp.get("env", name)
     env_options = dict(exp.get("env_options", {}))
@@ -95,7 +96,7 @@ def _experiment_specs(name: str, exp: dict, config: dict) -> list[RunSpec]:
                 specs.append(_check(key, lambda es_config=es_config, seed=seed, method=method,
                                     h=h: RunSpec(
                     experiment=name, env=env, env_options=env_options, horizon=h,
-                    method=method, seed=seed, model=model_dir(config["model"]), es=es_config,
+                    method=method, seed=seed, model=base_model, es=es_config,
                     tasks_per_direction=es.get("tasks_per_direction", 8),
                     train_decoder=train_decoder, eval_decoder=eval_decoder,
                     eval_tasks=eval_cfg.get("tasks", 32), eval_repeats=eval_cfg.get("repeats", 1),
