@@ -215,3 +215,16 @@ def test_prefilled_assistant_turn_is_continued(tiny_policy):
 def test_bad_sampling_params(kwargs):
     with pytest.raises(ValueError):
         SamplingParams(**kwargs)
+
+
+def test_hub_loading_code_works_on_a_local_model(tiny_dir, tmp_path):
+    # The Hub path of real users, exercised without network: from_pretrained on a
+    # local directory goes through the same code.
+    from esopt.models import fetch_hub_model
+
+    out = fetch_hub_model(str(tiny_dir), tmp_path / "hub")
+    assert verify_checkpoint(out)["source"] == "huggingface-hub"
+    policy = HFPolicy.load(out)
+    reference = HFPolicy.load(tiny_dir)
+    for name, t in reference.master.items():
+        assert torch.equal(policy.master[name], t)

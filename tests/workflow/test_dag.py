@@ -27,17 +27,18 @@ def test_lint_is_clean(workdir):
 
 
 @pytest.mark.parametrize("override, key", [
-    ("sudoku={'sigma': {'esopt': {'kind': 'cosine', 'sigma_0': -1e-3, 'sigma_T': 1e-4}}}",
-     "sudoku.sigma.esopt"),
-    ("sudoku={'es': {'population_size': 1}}", "population_size"),
-    ("sudoku={'env': 'chess'}", "sudoku.env"),
-    ("scale=huge", "scale"),
-    ("sudoku={'sigma': {'vanilla_es': {'kind': 'exponential', 'sigma_0': 1e-3}}}",
-     "sigma.kind"),
-    ("runtime={'cluster': 'kubernetes'}", "cluster"),
+    ("sudoku: {sigma: {esopt: {kind: cosine, sigma_0: -1.0e-3, sigma_T: 1.0e-4}}}",
+     "sudoku.sigma.esopt: sigma.sigma_0 must be > 0"),
+    ("sudoku: {es: {population_size: 1}}", "sudoku.es: population_size (G) must be >= 2"),
+    ("sudoku: {env: chess}", "sudoku.env: env: unknown environment 'chess'"),
+    ("scale: huge", "scale: no scale 'huge'"),
+    ("sudoku: {sigma: {vanilla_es: {kind: exponential, sigma_0: 1.0e-3}}}",
+     "sigma.kind: unknown schedule 'exponential'"),
+    ("runtime: {cluster: kubernetes}", "cluster"),
 ])
 def test_bad_config_fails_before_any_job_naming_the_key(workdir, override, key):
-    proc = snakemake(workdir, "-n", "all", "--config", override, check=False)
+    (workdir / "bad.yaml").write_text(override + "\n")
+    proc = snakemake(workdir, "-n", "all", "--configfile", "bad.yaml", check=False)
     assert proc.returncode != 0
     text = proc.stdout + proc.stderr
     assert key in text, text[-2000:]

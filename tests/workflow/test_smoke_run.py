@@ -108,3 +108,10 @@ def test_rerunning_one_target_works(smoke_run):
     (wd / target).unlink()
     out = snakemake(wd, target, "--config", "scale=smoke").stdout
     assert (wd / target).exists()
+
+
+def test_snakemake_report_collects_the_figures(smoke_run):
+    wd, _ = smoke_run
+    snakemake(wd, "--report", "report.html", "--config", "scale=smoke")
+    html = (wd / "report.html").read_text(errors="replace")
+    assert "fig3.pdf" in html and "report.pdf" in html

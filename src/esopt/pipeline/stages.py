@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from submitit.helpers import Checkpointable
 
 from esopt.agent.evaluate import evaluate, task_seeds
 from esopt.agent.rollout import run_episodes
@@ -78,18 +79,24 @@ def direction_path(out_dir: str | Path, index: int) -> Path:
 
 def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_dir: str,
                          indices: list[int], threads: int) -> list[int]:
-    """Worker: load the checkpoint once, then score each direction of the shard."""
+    """Worker: load the checkpoint once, then score each direction of the shard that has no
+    file yet (so a requeued or rerun shard resumes where it stopped)."""
     import torch
 
     torch.set_num_threads(threads)
+    todo = [i for i in indices if not direction_path(out_dir, i).exists()]
+    if not todo:
+        return []
     spec = RunSpec.from_json(spec_json)
     policy, load_s = _load_policy(checkpoint, spec)
     es = ES(spec.es)
     directions = es.ask(es.state_at(generation))
     worker = f"{socket.gethostname()}:{os.getpid()}"
-    for i in indices:
-        if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):  # fault injection for tests
+    for i in todo:
+        # Fault injection for the fault-handling tests: a crash, or a slow direction.
+        if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):
             raise RuntimeError(f"injected failure in direction {i}")
+        time.sleep(float(os.environ.get("ESOPT_DIRECTION_DELAY_S", 0)))
         d = directions[i]
         t0 = time.perf_counter()
         episodes = score_direction(policy, spec, generation, d)
@@ -99,7 +106,15 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
                  "worker_load_s": load_s, "worker_shard": list(indices)}
         write_parquet_atomic(episodes_table(episodes, extra), direction_path(out_dir, i),
                              metadata={"config": spec.to_json()})
-    return list(indices)
+    return todo
+
+
+class DirectionShard(Checkpointable):
+    """eval_direction_shard as a submitit job that SLURM may preempt or time out: on the
+    signal, submitit requeues the same call, which skips the directions already written."""
+
+    def __call__(self, *args) -> list[int]:
+        return eval_direction_shard(*args)
 
 
 def evaluate_directions(spec: RunSpec, generation: int, checkpoint: str, out_dir: str,
@@ -115,7 +130,7 @@ def evaluate_directions(spec: RunSpec, generation: int, checkpoint: str, out_dir
     workers = max(1, min(int(rt.get("workers", 1)), len(missing) or 1))
     shards = [missing[k::workers] for k in range(workers) if missing[k::workers]]
     t0 = time.perf_counter()
-    map_shards(eval_direction_shard,
+    map_shards(DirectionShard(),
                [(spec.to_json(), generation, checkpoint, out_dir, s,
                  int(rt.get("threads_per_worker", 1))) for s in shards],
                cluster=rt.get("cluster", "local"), folder=Path(out_dir).parent / "submitit",

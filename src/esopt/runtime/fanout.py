@@ -39,8 +39,9 @@ def map_shards(fn: Callable, args: Sequence[tuple], *, cluster: str = "local",
     executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
     params = {"timeout_min": timeout_min}
     if cluster == "slurm":
+        # None removes a setting (a local test cluster has no GPUs to ask for).
         params.update({f"slurm_{k}" if not k.startswith("slurm_") else k: v
-                       for k, v in (slurm or {}).items()})
+                       for k, v in (slurm or {}).items() if v is not None})
         params["slurm_array_parallelism"] = len(args)
     executor.update_parameters(**params)
     jobs = executor.map_array(fn, *zip(*args, strict=True))

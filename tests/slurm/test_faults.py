@@ -1,0 +1,114 @@
+"""Fault handling of the SLURM fan-out, each bounded by a deadline."""
+
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from esopt.pipeline.stages import direction_path, evaluate_directions
+from esopt.runtime.fanout import FanoutError
+
+pytestmark = pytest.mark.slurm
+
+
+def _run(spec, out, **env):
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: str(v) for k, v in env.items()})
+    try:
+        evaluate_directions(spec, 0, spec.model, str(out), str(out) + ".done.json")
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _mtimes(out, n):
+    return {i: direction_path(out, i).stat().st_mtime_ns for i in range(n)
+            if direction_path(out, i).exists()}
+
+
+def _array_tasks(out) -> list[str]:
+    """Ids (<array>_<task>) of this test's array tasks: their batch script lives in the
+    generation's submitit folder."""
+    q = subprocess.run(["squeue", "-h", "-r", "-o", "%i %o"], capture_output=True, text=True,
+                       timeout=10).stdout
+    return [line.split()[0] for line in q.splitlines() if str(out.parent) in line]
+
+
+def test_a_crashing_direction_fails_the_generation_with_its_traceback(smoke_spec, tmp_path):
+    out = tmp_path / "directions"
+    with pytest.raises(FanoutError) as err:
+        _run(smoke_spec, out, ESOPT_FAIL_DIRECTION=1)
+    assert "injected failure in direction 1" in str(err.value)
+    assert "Traceback" in str(err.value) or "line" in str(err.value)
+    done = _mtimes(out, 4)
+    assert 1 not in done and {0, 2} <= set(done)  # the other shard finished its work
+    _run(smoke_spec, out)  # rerun: only the missing directions are evaluated
+    after = _mtimes(out, 4)
+    assert set(after) == {0, 1, 2, 3}
+    assert all(after[i] == done[i] for i in done)
+
+
+def test_a_cancelled_array_task_is_detected_within_seconds(smoke_spec, tmp_path):
+    out = tmp_path / "directions"
+    errors = []
+
+    def run():
+        try:
+            _run(smoke_spec, out, ESOPT_DIRECTION_DELAY_S=20)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 60
+    task = None
+    while task is None and time.monotonic() < deadline:
+        ids = [i for i in _array_tasks(out) if i.endswith("_1")]
+        task = ids[0] if ids else None
+        time.sleep(0.5)
+    assert task, "the array never appeared in squeue"
+    subprocess.run(["scancel", task], check=True, timeout=10)
+    cancelled_at = time.monotonic()
+    t.join(timeout=120)
+    assert not t.is_alive(), "the generation kept waiting on a cancelled task"
+    assert errors and isinstance(errors[0], FanoutError)
+    assert time.monotonic() - cancelled_at < 90
+    assert "CANCELLED" in str(errors[0]) or "cancel" in str(errors[0]).lower()
+    _run(smoke_spec, out)  # rerun recovers
+    assert set(_mtimes(out, 4)) == {0, 1, 2, 3}
+
+
+def test_a_preempted_task_requeues_and_resumes(smoke_spec, tmp_path):
+    out = tmp_path / "directions"
+    errors = []
+
+    def run():
+        try:
+            _run(smoke_spec, out, ESOPT_DIRECTION_DELAY_S=8)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    first = direction_path(out, 0)  # shard 0 = directions 0 and 2
+    deadline = time.monotonic() + 120
+    while not first.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert first.exists()
+    written = first.stat().st_mtime_ns
+    task = next(i for i in _array_tasks(out) if i.endswith("_0"))
+    # What SLURM sends before preemption or the time limit; submitit requeues the task.
+    subprocess.run(["scancel", "--signal=USR2", task], check=True, timeout=10)
+    t.join(timeout=300)
+    assert not t.is_alive() and not errors, errors
+    assert first.stat().st_mtime_ns == written  # not redone after the requeue
+    import pyarrow.parquet as pq
+
+    workers = {i: pq.read_table(direction_path(out, i)).column("worker")[0].as_py()
+               for i in (0, 2)}
+    assert workers[0] != workers[2]  # direction 2 ran in the requeued process
