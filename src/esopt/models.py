@@ -20,7 +20,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from esopt.runtime.checkpoint import MANIFEST_NAME, read_manifest, verify_checkpoint, write_checkpoint
+from esopt.runtime.checkpoint import (
+    MANIFEST_NAME,
+    read_manifest,
+    verify_checkpoint,
+    write_checkpoint,
+)
 
 log = logging.getLogger(__name__)
 

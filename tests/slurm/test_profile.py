@@ -8,12 +8,11 @@ import subprocess
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from tests.slurm.conftest import LOCAL_RUNTIME
-from tests.workflow.conftest import BIN, REPO, make_workdir, snakemake
+from tests.workflow.conftest import BIN, REPO, in_process_sha, make_workdir, snakemake
 
 pytestmark = pytest.mark.slurm
 RUN = "results/sudoku/h1/esopt/seed0"
@@ -28,20 +27,6 @@ def slurm_workdir(dest: Path, smollm2_dir: Path) -> Path:
     return wd
 
 
-def in_process_sha(wd: Path) -> str:
-    from esopt.pipeline.inprocess import train_in_process
-    from esopt.pipeline.spec import RunSpec
-
-    meta = pq.read_schema(wd / RUN / "gen000" / "rewards.parquet").metadata
-    spec = RunSpec.from_json(meta[b"config"].decode())
-    cwd = os.getcwd()
-    os.chdir(wd)  # the spec's model path is relative to the workflow
-    try:
-        return train_in_process(spec, wd / "inprocess")["sha256"]
-    finally:
-        os.chdir(cwd)
-
-
 @pytest.fixture(scope="module")
 def slurm_run(tmp_path_factory, smollm2_dir):
     wd = slurm_workdir(tmp_path_factory.mktemp("slurm") / "wf", smollm2_dir)
@@ -52,7 +37,7 @@ def slurm_run(tmp_path_factory, smollm2_dir):
 def test_smoke_through_slurm_matches_the_local_computation(slurm_run):
     final = json.loads((slurm_run / RUN / "gen002" / "update.json").read_text())
     assert final["config"]["runtime"]["cluster"] == "slurm"
-    assert final["sha256"] == in_process_sha(slurm_run)
+    assert final["sha256"] == in_process_sha(slurm_run, RUN)
     assert (slurm_run / "results/report.pdf").exists()
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +37,21 @@ def make_workdir(dest: Path, smollm2_dir: Path) -> Path:
     models.mkdir(parents=True)
     (models / "smollm2-135m-instruct").symlink_to(smollm2_dir)
     return dest
+
+
+def in_process_sha(wd: Path, run: str) -> str:
+    """Final sha256 of `run` (a run dir of the workflow in `wd`) recomputed in one process."""
+    from esopt.pipeline.inprocess import train_in_process
+    from esopt.pipeline.spec import RunSpec
+
+    meta = pq.read_schema(wd / run / "gen000" / "rewards.parquet").metadata
+    spec = RunSpec.from_json(meta[b"config"].decode())
+    cwd = os.getcwd()
+    os.chdir(wd)  # the spec's model path is relative to the workflow
+    try:
+        return train_in_process(spec, wd / "inprocess")["sha256"]
+    finally:
+        os.chdir(cwd)
 
 
 @pytest.fixture()

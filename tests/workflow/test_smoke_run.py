@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.workflow.conftest import BIN, make_workdir, snakemake
+from tests.workflow.conftest import BIN, in_process_sha, make_workdir, snakemake
 
 RUN = "results/sudoku/h1/{method}/seed0"
 pytestmark = pytest.mark.slow
@@ -73,11 +73,19 @@ def test_checkpoint_manifest_is_enough_to_replay_the_update(smoke_run):
 
 def test_intermediate_checkpoints_are_temporary_and_kept_ones_stay(smoke_run):
     wd, _ = smoke_run
-    # smoke keeps every checkpoint (keep_every 1); the reward tables and records stay.
+    # smoke keeps every 2nd checkpoint and the last: gen 1 is deleted once gen 2 exists;
+    # the reward tables, direction files and update records stay.
     run = wd / RUN.format(method="vanilla_es")
+    assert not (run / "gen001" / "checkpoint").exists()
     assert (run / "gen002" / "checkpoint" / "model.safetensors").exists()
+    assert (run / "gen001" / "update.json").exists()
     assert (run / "gen000" / "rewards.parquet").exists()
     assert len(list((run / "gen000" / "directions").glob("*.parquet"))) == 4
+
+
+def test_dag_equals_the_same_run_in_one_process(smoke_run):
+    wd, _ = smoke_run
+    assert in_process_sha(wd, RUN.format(method="esopt")) == _final_hashes(wd)["esopt"]
 
 
 def test_interrupted_run_resumes_to_the_same_hashes(smoke_run, tmp_path, smollm2_dir):
@@ -106,8 +114,10 @@ def test_rerunning_one_target_works(smoke_run):
     wd, _ = smoke_run
     target = RUN.format(method="esopt") + "/final/eval.parquet"
     (wd / target).unlink()
-    out = snakemake(wd, target, "--config", "scale=smoke").stdout
+    proc = snakemake(wd, target, "--config", "scale=smoke")
     assert (wd / target).exists()
+    log = proc.stdout + proc.stderr
+    assert "rule final_eval" in log and "rule evaluate_directions" not in log
 
 
 def test_snakemake_report_collects_the_figures(smoke_run):

@@ -34,7 +34,8 @@ def resolve_dtype(name: str) -> torch.dtype:
     try:
         return DTYPES[name]
     except KeyError:
-        raise ValueError(f"serving_dtype: unknown {name!r}; choose one of {sorted(DTYPES)}") from None
+        raise ValueError(
+            f"serving_dtype: unknown {name!r}; choose one of {sorted(DTYPES)}") from None
 
 
 class HFPolicy:

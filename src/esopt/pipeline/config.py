@@ -60,50 +60,54 @@ def run_specs(config: dict) -> list[RunSpec]:
 
 
 def _experiment_specs(name: str, exp: dict, config: dict, base_model: str) -> list[RunSpec]:
-    key = name
     env = exp.get("env", name)
     env_options = dict(exp.get("env_options", {}))
     horizons = exp.get("horizons", [])
     if not horizons:
-        raise ConfigError(f"{key}.horizons: at least one H* is needed")
+        raise ConfigError(f"{name}.horizons: at least one H* is needed")
     for h in horizons:
-        _check(f"{key}.env", lambda h=h: make_env(env, **{**env_options, "blanks": h}))
+        _check(f"{name}.env", lambda h=h: make_env(env, **{**env_options, "blanks": h}))
     methods = exp.get("methods", list(METHODS))
     for m in methods:
         if m not in METHODS:
-            raise ConfigError(f"{key}.methods: unknown method {m!r}; choose from {list(METHODS)}")
+            raise ConfigError(f"{name}.methods: unknown method {m!r}; choose from {list(METHODS)}")
     es = exp.get("es", {})
     generations = es.get("generations", 1)
     if generations < 1:
-        raise ConfigError(f"{key}.es.generations must be >= 1, got {generations}")
-    train_decoder = _decoder(exp.get("train_decoder", {}), f"{key}.train_decoder")
+        raise ConfigError(f"{name}.es.generations must be >= 1, got {generations}")
     eval_cfg = exp.get("eval", {})
-    eval_decoder = _decoder(eval_cfg.get("decoder", {}), f"{key}.eval.decoder")
+    shared = dict(
+        experiment=name, env=env, env_options=env_options, model=base_model,
+        tasks_per_direction=es.get("tasks_per_direction", 8),
+        train_decoder=_decoder(exp.get("train_decoder", {}), f"{name}.train_decoder"),
+        eval_decoder=_decoder(eval_cfg.get("decoder", {}), f"{name}.eval.decoder"),
+        eval_tasks=eval_cfg.get("tasks", 32), eval_repeats=eval_cfg.get("repeats", 1),
+        keep_every=es.get("keep_every", 10),
+        serving_dtype=config.get("serving_dtype", "float32"),
+        runtime=dict(config.get("runtime", {})),
+    )
     specs = []
     for h in horizons:
         for method in methods:
-            sigma_cfg = exp.get("sigma", {}).get(method, {"kind": "constant", "sigma_0": 1e-3})
-            sigma_cfg = {**sigma_cfg, **exp.get("sigma_by_horizon", {}).get(h, {}).get(method, {})}
-            if method not in TRAINED_METHODS:
-                sigma_cfg = {"kind": "constant", "sigma_0": 1e-3}
-            skey = f"{key}.sigma.{method}"
-            schedule = _check(skey, lambda c=sigma_cfg: sigma_schedule(c, generations))
+            schedule = _check(f"{name}.sigma.{method}", lambda h=h, m=method: sigma_schedule(
+                _sigma_config(exp, h, m), generations))
             for seed in exp.get("seeds", [0]):
-                es_config = _check(f"{key}.es", lambda s=schedule, seed=seed: ESConfig(
-                    population_size=es.get("population_size", 8), alpha=float(es.get("alpha", 5e-4)),
-                    sigma=s, shaping=es.get("shaping", "zscore"),
+                es_config = _check(f"{name}.es", lambda s=schedule, seed=seed: ESConfig(
+                    population_size=es.get("population_size", 8),
+                    alpha=float(es.get("alpha", 5e-4)), sigma=s,
+                    shaping=es.get("shaping", "zscore"),
                     antithetic=es.get("antithetic", False), run_seed=seed))
-                specs.append(_check(key, lambda es_config=es_config, seed=seed, method=method,
-                                    h=h: RunSpec(
-                    experiment=name, env=env, env_options=env_options, horizon=h,
-                    method=method, seed=seed, model=base_model, es=es_config,
-                    tasks_per_direction=es.get("tasks_per_direction", 8),
-                    train_decoder=train_decoder, eval_decoder=eval_decoder,
-                    eval_tasks=eval_cfg.get("tasks", 32), eval_repeats=eval_cfg.get("repeats", 1),
-                    keep_every=es.get("keep_every", 10),
-                    serving_dtype=config.get("serving_dtype", "float32"),
-                    runtime=dict(config.get("runtime", {})))))
+                specs.append(_check(name, lambda kw=dict(
+                    horizon=h, method=method, seed=seed, es=es_config): RunSpec(**shared, **kw)))
     return specs
+
+
+def _sigma_config(exp: dict, horizon: int, method: str) -> dict:
+    """The method's schedule with its per-H* override; `base` never perturbs."""
+    if method not in TRAINED_METHODS:
+        return {"kind": "constant", "sigma_0": 1e-3}
+    cfg = exp.get("sigma", {}).get(method, {"kind": "constant", "sigma_0": 1e-3})
+    return {**cfg, **exp.get("sigma_by_horizon", {}).get(horizon, {}).get(method, {})}
 
 
 def scale_file(root: str | Path, scale: str) -> Path:
