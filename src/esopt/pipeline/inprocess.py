@@ -13,7 +13,7 @@ from pathlib import Path
 
 from esopt.es.strategy import ES
 from esopt.pipeline.spec import RunSpec
-from esopt.pipeline.stages import _load_policy, direction_reward, score_direction
+from esopt.pipeline.stages import direction_reward, load_policy, score_direction
 from esopt.runtime.checkpoint import checkpoint_sha256
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ def train_in_process(spec: RunSpec, out_dir: str | Path) -> dict:
 
     torch.set_num_threads(int(spec.runtime.get("threads_per_worker", 1)))
     t0 = time.perf_counter()
-    policy, load_s = _load_policy(spec.model, spec)
+    policy, load_s = load_policy(spec.model, spec)
     es = ES(spec.es)
     parent = checkpoint_sha256(spec.model)
     for t in range(spec.generations):

@@ -37,7 +37,7 @@ from esopt.runtime.memory import peak_rss_mb
 log = logging.getLogger(__name__)
 
 
-def _load_policy(checkpoint: str, spec: RunSpec):
+def load_policy(checkpoint: str, spec: RunSpec):
     """(policy, seconds spent importing and loading): model loading is the DAG's hidden tax."""
     t0 = time.perf_counter()
     import torch
@@ -88,7 +88,7 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
     if not todo:
         return []
     spec = RunSpec.from_json(spec_json)
-    policy, load_s = _load_policy(checkpoint, spec)
+    policy, load_s = load_policy(checkpoint, spec)
     es = ES(spec.es)
     directions = es.ask(es.state_at(generation))
     worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -184,7 +184,7 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         raise ValueError(f"{rewards}: direction seeds do not match generation {generation} "
                          "of this run's config")
     update, _ = es.tell(state, table["reward"])
-    policy, load_s = _load_policy(checkpoint, spec)
+    policy, load_s = load_policy(checkpoint, spec)
     policy.apply(update)
     manifest = {
         "generation": generation + 1, "parent_sha256": checkpoint_sha256(checkpoint),
@@ -204,7 +204,7 @@ def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: st
 
     torch.set_num_threads(int(spec.runtime.get("eval_threads", torch.get_num_threads())))
     t0 = time.perf_counter()
-    policy, load_s = _load_policy(checkpoint, spec)
+    policy, load_s = load_policy(checkpoint, spec)
     table, summary = evaluate(policy, spec.env, spec.env_kwargs,
                               task_seeds("test", spec.eval_tasks), spec.eval_repeats,
                               spec.eval_decoder, seed=spec.seed)
