@@ -129,11 +129,16 @@ def evaluate_directions(spec: RunSpec, generation: int, checkpoint: str, out_dir
                  generation, g - len(missing), g, missing)
     workers = max(1, min(int(rt.get("workers", 1)), len(missing) or 1))
     shards = [missing[k::workers] for k in range(workers) if missing[k::workers]]
+    cluster = rt.get("cluster", "local")
+    if cluster == "local" and len(shards) == 1:
+        # One local shard gains nothing from a subprocess but a second Python start-up
+        # and model load; a crash still fails this job with its traceback.
+        cluster = "inline"
     t0 = time.perf_counter()
     map_shards(DirectionShard(),
                [(spec.to_json(), generation, checkpoint, out_dir, s,
                  int(rt.get("threads_per_worker", 1))) for s in shards],
-               cluster=rt.get("cluster", "local"), folder=Path(out_dir).parent / "submitit",
+               cluster=cluster, folder=Path(out_dir).parent / "submitit",
                timeout_min=int(rt.get("timeout_min", 60)), slurm=rt.get("slurm"))
     absent = [i for i in range(g) if not direction_path(out_dir, i).exists()]
     if absent:
