@@ -32,6 +32,7 @@ def _table_page(pdf: PdfPages, title: str, csv_path: Path, caption: str) -> None
                          cellLoc="center")
         table.auto_set_font_size(False)
         table.set_fontsize(10)
+        table.auto_set_column_width(list(range(len(rows[0]))))  # fit the longest cell
         table.scale(1, 1.8)
     fig.text(0.06, 0.1, textwrap.fill(caption, 150), fontsize=10, va="bottom")
     pdf.savefig(fig)
