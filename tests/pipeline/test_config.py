@@ -19,7 +19,8 @@ def test_default_config_gives_one_spec_per_horizon_method_seed():
     specs = run_specs(base_config())
     assert len(specs) == 2 * 3 * 1
     esopt = next(s for s in specs if s.method == "esopt" and s.horizon == 2)
-    assert esopt.es.sigma.kind == "cosine" and esopt.es.sigma(5) == esopt.es.sigma.sigma_T
+    last = esopt.es.generations - 1
+    assert esopt.es.sigma.kind == "cosine" and esopt.es.sigma(last) == esopt.es.sigma.sigma_T
     assert esopt.env_kwargs["blanks"] == 2 and esopt.env_kwargs["size"] == 4
     assert esopt.run_dir == "results/sudoku/h2/esopt/seed0"
     base = next(s for s in specs if s.method == "base")

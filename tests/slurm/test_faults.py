@@ -59,7 +59,7 @@ def test_a_cancelled_array_task_is_detected_within_seconds(smoke_spec, tmp_path)
 
     def run():
         try:
-            _run(smoke_spec, out, ESOPT_DIRECTION_DELAY_S=20)
+            _run(smoke_spec, out, ESOPT_DIRECTION_DELAY_S=10)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 

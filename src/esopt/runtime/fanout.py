@@ -47,7 +47,13 @@ def map_shards(fn: Callable, args: Sequence[tuple], *, cluster: str = "local",
     jobs = executor.map_array(fn, *zip(*args, strict=True))
     log.info("submitted %d shard(s) to %s: %s", len(jobs), cluster, jobs[0].job_id.split("_")[0])
     deadline = time.monotonic() + timeout_min * 60 + 120
-    while not all(j.done() for j in jobs):
+    while True:
+        if cluster == "slurm":
+            # Refresh the array's states now (one sacct call): submitit's watcher would
+            # otherwise wait up to a minute before it notices a cancelled task.
+            jobs[0].watcher.update()
+        if all(j.done() for j in jobs):
+            break
         if time.monotonic() > deadline:
             for j in jobs:
                 j.cancel(check=False)
