@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,18 +45,19 @@ def main() -> None:
         shutil.copytree(REPO / d, wd / d)
     (wd / "resources/models").mkdir(parents=True)
     (wd / "resources/models/smollm2-135m-instruct").symlink_to(args.model)
-    overrides = [
-        "experiments=[sudoku]",
-        "runtime={'cluster': 'local', 'workers': 1, 'threads_per_worker': 1, "
-        "'eval_threads': 1, 'timeout_min': 60}",
-        "sudoku={'horizons': [1], 'methods': ['esopt'], 'seeds': [0], 'es': {"
-        f"'population_size': {args.G}, 'tasks_per_direction': {args.tasks}, "
-        f"'generations': {args.generations}, 'keep_every': {args.generations}}}}}",
-    ]
+    # A typed YAML file: `--config key={...}` would pass nested values as strings.
+    overrides = {
+        "runtime": {"cluster": "local", "workers": 1, "threads_per_worker": 1,
+                    "eval_threads": 1, "timeout_min": 60},
+        "sudoku": {"horizons": [1], "methods": ["esopt"], "seeds": [0],
+                   "es": {"population_size": args.G, "tasks_per_direction": args.tasks,
+                          "generations": args.generations, "keep_every": args.generations}},
+    }
+    (wd / "bench.yaml").write_text(yaml.safe_dump(overrides))
     last = f"results/sudoku/h1/esopt/seed0/gen{args.generations:03d}/update.json"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", "1", last,
-           "--config", *overrides]
+           "--configfile", "bench.yaml"]
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=wd, env=env, check=True, capture_output=True)
     dag_s = time.perf_counter() - t0
