@@ -57,6 +57,7 @@ def child(model: str, mode: str) -> None:
         tok = AutoTokenizer.from_pretrained(model)
         policy = HFPolicy.__new__(HFPolicy)  # generation only: no master copy
         policy.model, policy.tokenizer, policy.max_batch_size = m, tok, 64
+        policy.prefix_cache = True
         policy.generate(PROMPTS, sampling)
     else:
         policy = HFPolicy.load(model)
