@@ -1,0 +1,120 @@
+"""0/1 knapsack, constructive: `select_next_item(remaining_capacity, weights, values) -> int`
+over the items still unpacked; total value maximised.
+
+Instances follow MCTS-AHD: weights and values U(0, 1) from one `np.random.seed(3333)`
+stream in this order: train (64 x N=100), val (64 each for N = 50, 100, 200), test (1000
+each for N = 50, 100, 200, 500). Capacity is 12.5 for N=50 and 25 otherwise. A pick is
+legal when it fits within a 1e-3 tolerance, and packing goes on while the lightest
+remaining item fits (the MCTS-AHD evaluator's rule).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from esopt.runtime.sandbox import InvalidSolution, WrongType
+
+SEED = 3333
+TOLERANCE = 1e-3
+SPLITS = (("train", 64, 100), ("val50", 64, 50), ("val100", 64, 100), ("val200", 64, 200),
+          ("test50", 1000, 50), ("test100", 1000, 100), ("test200", 1000, 200),
+          ("test500", 1000, 500))
+
+GREEDY_SOURCE = '''\
+import numpy as np
+
+def select_next_item(remaining_capacity, weights, values):
+    """Best value per weight among the items that fit."""
+    ratio = np.where(weights <= remaining_capacity + 1e-3, values / weights, -np.inf)
+    return int(np.argmax(ratio))
+'''
+
+
+def capacity(n_items: int) -> float:
+    return 12.5 if n_items == 50 else 25.0
+
+
+@functools.cache
+def instances(split: str) -> np.ndarray:
+    """(n_instances, n_items, 2) float64: [..., 0] is weight, [..., 1] is value."""
+    names = [s[0] for s in SPLITS]
+    if split not in names:
+        raise ValueError(f"unknown KP split {split!r}; expected one of {names}")
+    rng_state = np.random.RandomState(SEED)
+    for name, count, items in SPLITS:
+        data = rng_state.rand(count, items, 2)
+        if name == split:
+            data.setflags(write=False)
+            return data
+
+
+def harness(namespace: dict, payload: dict) -> list[list[int]]:
+    """Child side: pack each instance with the candidate; returns the packed item indices."""
+    select = namespace.get("select_next_item")
+    if not callable(select):
+        raise WrongType("the code defines no function 'select_next_item'")
+    packings = []
+    for items in payload["instances"]:
+        weights, values = items[:, 0].copy(), items[:, 1].copy()
+        index = np.arange(len(items))
+        remaining = capacity(len(items))
+        packed: list[int] = []
+        while len(weights) and remaining + TOLERANCE > weights.min():
+            choice = select(remaining_capacity=remaining, weights=weights.copy(),
+                            values=values.copy())
+            if isinstance(choice, (bool, np.bool_)) or not isinstance(choice, (int, np.integer)):
+                raise WrongType(f"select_next_item returned {type(choice).__name__}, not an int")
+            choice = int(choice)
+            if not 0 <= choice < len(weights) or weights[choice] > remaining + TOLERANCE:
+                raise InvalidSolution(f"item {choice} does not fit or does not exist")
+            packed.append(int(index[choice]))
+            remaining -= weights[choice]
+            keep = np.arange(len(weights)) != choice
+            weights, values, index = weights[keep], values[keep], index[keep]
+        packings.append(packed)
+    return packings
+
+
+def packing_values(data: np.ndarray, packings) -> np.ndarray:
+    """Parent side: validate each packing (distinct items, within capacity) and sum values."""
+    if len(packings) != len(data):
+        raise InvalidSolution(f"{len(packings)} packings for {len(data)} instances")
+    totals = np.empty(len(data))
+    for i, (items, packed) in enumerate(zip(data, packings, strict=True)):
+        packed = np.asarray(packed, dtype=np.int64)
+        if packed.size and (packed.min() < 0 or packed.max() >= len(items)):
+            raise InvalidSolution(f"instance {i}: item index out of range")
+        if len(set(packed.tolist())) != packed.size:
+            raise InvalidSolution(f"instance {i}: an item is packed twice")
+        if items[packed, 0].sum() > capacity(len(items)) + TOLERANCE:
+            raise InvalidSolution(f"instance {i}: over capacity")
+        totals[i] = items[packed, 1].sum()
+    return totals
+
+
+def optimum(items: np.ndarray, cap: float, scale: int = 10_000) -> float:
+    """Optimum by integer DP over weights rounded to 1/`scale` (the paper's reference rows).
+
+    Exact for the instance with weights rounded to 1e-4; against the real weights the
+    packing may overshoot the capacity by at most n * 0.5e-4, the size of the rounding.
+    """
+    weights = np.rint(items[:, 0] * scale).astype(np.int64)
+    values = items[:, 1]
+    c = int(round(cap * scale))
+    best = np.zeros(c + 1)
+    for w, v in zip(weights, values, strict=True):
+        if w == 0:
+            best += v
+        elif w <= c:
+            np.maximum(best[w:], best[:-w] + v, out=best[w:])
+    return float(best[-1])
+
+
+def brute_force(items: np.ndarray, cap: float) -> float:
+    """Exact optimum by enumeration of subsets (tests only, n <= 16)."""
+    n = len(items)
+    masks = np.arange(1 << n)[:, None] >> np.arange(n) & 1
+    weight, value = masks @ items[:, 0], masks @ items[:, 1]
+    return float(value[weight <= cap].max())
