@@ -1,6 +1,6 @@
 from snakemake.utils import min_version, validate
 
-from esopt.pipeline.config import run_specs, scale_file
+from esopt.pipeline.config import ahd_run_list, run_specs, scale_file
 
 min_version("8.0")
 
@@ -14,12 +14,14 @@ configfile: str(scale_file(workflow.basedir, config.get("scale", "tiny")))
 validate(config, "workflow/schemas/config.schema.yaml")
 
 SPECS = run_specs(config)
+AHD_RUNS = ahd_run_list(config)
 
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/model.smk"
 include: "workflow/rules/es.smk"
 include: "workflow/rules/eval.smk"
+include: "workflow/rules/ahd.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -92,6 +92,32 @@ def _report_pdf(args) -> None:
     build_report(args.tables, args.figures, args.captions, args.out, header)
 
 
+def _ahd_run(args) -> None:
+    from esopt.pipeline.ahd import AHDRun, run_ahd
+
+    run_ahd(AHDRun.from_json(args.spec), args.out, threads=args.threads)
+
+
+def _ahd_references(args) -> None:
+    from esopt.pipeline.ahd import compute_references
+
+    compute_references(args.problems, args.out)
+
+
+def _report_ahd(args) -> None:
+    import json
+
+    from esopt.report.ahd_tables import load_ahd_runs, table5, table13, table17, table18
+    from esopt.report.tables import write_table
+
+    runs = load_ahd_runs(args.runs)
+    references = json.loads(open(args.references).read())
+    write_table(table5(runs, references), args.out, "table5")
+    write_table(table13(runs), args.out, "table13")
+    write_table(table17(runs), args.out, "table17")
+    write_table(table18(runs), args.out, "table18")
+
+
 def _default(name: str):
     from esopt.models import default_model_dir
 
@@ -143,6 +169,18 @@ def build_parser() -> argparse.ArgumentParser:
         "checkpoint", "rewards", "out", "record")
     add("eval", _stage_eval, "held-out evaluation of a checkpoint", "checkpoint", "out")
 
+    ahd = sub.add_parser("ahd", help="automatic heuristic design (Table 5, 13, 17, 18)")
+    ahds = ahd.add_subparsers(dest="ahd", required=True)
+    run = ahds.add_parser("run", help="one Sample/EoH search, with or without ES")
+    run.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    run.add_argument("--out", required=True, help="run directory")
+    run.add_argument("--threads", type=int, default=1)
+    run.set_defaults(func=_ahd_run)
+    refs = ahds.add_parser("references", help="Optimal and Greedy Construct rows")
+    refs.add_argument("--problems", nargs="+", required=True)
+    refs.add_argument("--out", required=True, help="references.json")
+    refs.set_defaults(func=_ahd_references)
+
     report = sub.add_parser("report", help="tables, figures and the report PDF")
     reports = report.add_subparsers(dest="report", required=True)
     for name, func, extra in (("tables", _report_tables, ()), ("figures", _report_figures, ()),
@@ -153,6 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
         for a in extra:
             p.add_argument(f"--{a}", required=True)
         p.set_defaults(func=func)
+    p = reports.add_parser("ahd", help="AHD tables 5, 13, 17, 18")
+    p.add_argument("--runs", required=True, help="results/ahd/runs.json")
+    p.add_argument("--references", required=True, help="results/ahd/references.json")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_report_ahd)
     return parser
 
 

@@ -17,6 +17,8 @@ def test_dry_run_of_the_smoke_and_paper_scales(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "scale=paper").stdout
     # paper: 3 H* x 2 ES methods x 3 seeds x 100 generations of directions
     assert re.search(r"evaluate_directions\s+1800\n", out)
+    # AHD: 3 problems x 4 methods x 3 seeds
+    assert re.search(r"ahd_search\s+36\n", out)
     assert re.search(r"fetch_hub_model\s+1\n", out)
 
 
@@ -35,6 +37,10 @@ def test_lint_is_clean(workdir):
     ("sudoku: {sigma: {vanilla_es: {kind: exponential, sigma_0: 1.0e-3}}}",
      "sigma.kind: unknown schedule 'exponential'"),
     ("runtime: {cluster: kubernetes}", "cluster"),
+    # The schema catches these first and names the key in its own notation.
+    ("ahd: {methods: [sample, esopt_grpo]}", "['ahd']['methods']"),
+    ("ahd: {es: {sigma_0: 0.0}}", "['ahd']['es']['sigma_0']"),
+    ("ahd: {problems: [tsp_constructive], batch_size: 1}", "['ahd']['batch_size']"),
 ])
 def test_bad_config_fails_before_any_job_naming_the_key(workdir, override, key):
     (workdir / "bad.yaml").write_text(override + "\n")

@@ -55,6 +55,21 @@ def test_smoke_run_writes_every_artifact(smoke_run):
         assert (wd / RUN.format(method=method) / "final" / "eval.parquet").exists()
 
 
+def test_smoke_run_includes_the_ahd_tables_and_runs(smoke_run):
+    wd, _ = smoke_run
+    table5 = (wd / "results/tables/table5.md").read_text()
+    assert "Optimal" in table5 and "20.0369" in table5 and "Greedy Construct" in table5
+    assert "Agentic ESOpt + Sample" in table5 and "Δ vs Sample" in table5
+    for method in ("sample", "esopt_sample"):
+        run = wd / "results/ahd/kp_constructive" / method / "seed0"
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["evaluated"] == 4 and summary["config"]["method"] == method
+        candidates = pq.read_table(run / "candidates.parquet")
+        assert candidates.num_rows == 4 and b"config" in candidates.schema.metadata
+    updates = pq.read_table(wd / "results/ahd/kp_constructive/esopt_sample/seed0/updates.parquet")
+    assert updates.num_rows == 2  # budget 4 / batch 2
+
+
 def test_checkpoint_manifest_is_enough_to_replay_the_update(smoke_run):
     wd, _ = smoke_run
     run = wd / RUN.format(method="esopt")

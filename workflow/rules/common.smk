@@ -26,6 +26,7 @@ UPDATE_SHELL = (
 
 wildcard_constraints:
     exp="[a-z_]+",
+    problem="[a-z_]+",
     h="[0-9]+",
     method="[a-z_]+",
     seed="[0-9]+",
@@ -57,7 +58,13 @@ def eval_generations(spec):
 
 TABLES = [f"results/tables/{t}.{ext}" for t in ("table1", "table7") for ext in ("csv", "md", "tex")]
 FIGURES = [f"results/figures/fig3.{ext}" for ext in ("pdf", "png")]
-REPORT_OUTPUTS = TABLES + FIGURES + ["results/report.pdf"]
+AHD_TABLES = [
+    f"results/tables/{t}.{ext}"
+    for t in ("table5", "table13", "table17", "table18")
+    for ext in ("csv", "md", "tex")
+    if AHD_RUNS
+]
+REPORT_OUTPUTS = TABLES + FIGURES + AHD_TABLES + ["results/report.pdf"]
 
 
 def report_inputs(wildcards):
@@ -94,3 +101,15 @@ def get_final_output():
     outputs += [f"{s.run_dir}/eval/gen{g:03d}.parquet" for s in SPECS for g in eval_generations(s)]
     outputs += REPORT_OUTPUTS
     return outputs
+
+
+AHD_BY_KEY = {(r.problem, r.method, str(r.seed)): r for r in AHD_RUNS}
+AHD_DIR = "results/ahd/{problem}/{method}/seed{seed}"
+
+
+def ahd_run_of(wildcards):
+    return AHD_BY_KEY[(wildcards.problem, wildcards.method, wildcards.seed)]
+
+
+def ahd_summaries(wildcards):
+    return [f"{r.run_dir}/summary.json" for r in AHD_RUNS]

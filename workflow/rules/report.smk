@@ -44,6 +44,7 @@ rule report_pdf:
     input:
         TABLES,
         FIGURES,
+        AHD_TABLES,
         runs="results/runs.json",
     output:
         report("results/report.pdf", caption="../report/report.rst", category="Report"),

@@ -53,6 +53,8 @@ def run_specs(config: dict) -> list[RunSpec]:
     specs = []
     base_model = model_dir(config["model"])
     for exp_name in config.get("experiments", []):
+        if exp_name == "ahd":  # heuristic design has runs of its own: esopt.pipeline.ahd
+            continue
         if exp_name not in config:
             raise ConfigError(f"experiments: {exp_name!r} has no section of its own")
         specs += _experiment_specs(exp_name, config[exp_name], config, base_model)
@@ -108,6 +110,18 @@ def _sigma_config(exp: dict, horizon: int, method: str) -> dict:
         return {"kind": "constant", "sigma_0": 1e-3}
     cfg = exp.get("sigma", {}).get(method, {"kind": "constant", "sigma_0": 1e-3})
     return {**cfg, **exp.get("sigma_by_horizon", {}).get(horizon, {}).get(method, {})}
+
+
+def ahd_run_list(config: dict):
+    """The AHD runs of the config (empty unless `ahd` is among the experiments)."""
+    from esopt.pipeline.ahd import AHDConfigError, ahd_runs
+
+    if "ahd" not in config.get("experiments", []):
+        return []
+    try:
+        return ahd_runs(config.get("ahd", {}), model_dir(config["model"]))
+    except AHDConfigError as e:
+        raise ConfigError(str(e)) from None
 
 
 def scale_file(root: str | Path, scale: str) -> Path:

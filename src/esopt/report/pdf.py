@@ -14,6 +14,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
 
 A4_LANDSCAPE = (11.69, 8.27)
+AHD_PAGES = (
+    ("table5", "Table 5: constructive heuristic design (test objectives, gap-ratio gains)"),
+    ("table13", "Table 13: AHD proposal budgets and ES update units"),
+    ("table17", "Table 17: AHD repeated runs"),
+    ("table18", "Table 18: AHD end-to-end runtime"),
+)
 
 
 def _caption(captions: Path, name: str) -> str:
@@ -52,7 +58,7 @@ def _figure_page(pdf: PdfPages, title: str, png: Path, caption: str) -> None:
 
 def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                  out: str | Path, header: str = "") -> Path:
-    """Assemble Table 1, Table 7 and Figure 3 into one PDF."""
+    """Assemble Table 1, Table 7, Figure 3 (and the AHD tables when present) into one PDF."""
     tables, figures, captions, out = map(Path, (tables, figures, captions, out))
     out.parent.mkdir(parents=True, exist_ok=True)
     with PdfPages(out) as pdf:
@@ -67,4 +73,7 @@ def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                     _caption(captions, "table7"))
         _figure_page(pdf, "Figure 3: Agentic Sudoku by H*", figures / "fig3.png",
                      _caption(captions, "fig3"))
+        for name, title in AHD_PAGES:  # present when the AHD experiment ran
+            if (tables / f"{name}.csv").exists():
+                _table_page(pdf, title, tables / f"{name}.csv", _caption(captions, name))
     return out

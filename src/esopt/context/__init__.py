@@ -1,0 +1,1 @@
+"""Prompt-space search composed with ES: EoH and Sample outer loops (and, later, skills)."""

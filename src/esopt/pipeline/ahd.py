@@ -1,0 +1,201 @@
+"""The AHD experiment in the pipeline: resolved runs, the search stage, the reference rows.
+
+Methods pair a scaffold with its Agentic ESOpt counterpart: `sample` / `esopt_sample`
+and `eoh` / `esopt_eoh`. A run directory holds candidates.parquet (every proposal, its
+code, outcome and objective), updates.parquet (each ES update's seeds and shaped weights:
+the fine-tuned policy can be replayed from the base model and these rows) and
+summary.json (the best heuristic, its test objectives, counts, timings, resolved config).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import pyarrow as pa
+
+from esopt.agent.trajectories import write_parquet_atomic
+from esopt.ahd.problems import PROBLEMS, evaluate, get_problem
+from esopt.backends.base import SamplingParams
+from esopt.context.search import SearchConfig, config_from_dict, config_to_dict, run_search
+from esopt.es.schedules import SigmaSchedule
+from esopt.es.strategy import ESConfig
+from esopt.runtime.memory import peak_rss_mb
+from esopt.runtime.sandbox import SandboxLimits
+
+log = logging.getLogger(__name__)
+
+AHD_METHODS = {"sample": ("sample", False), "esopt_sample": ("sample", True),
+               "eoh": ("eoh", False), "esopt_eoh": ("eoh", True)}
+BASELINE_OF = {"esopt_sample": "sample", "esopt_eoh": "eoh"}
+
+
+class AHDConfigError(ValueError):
+    """A bad `ahd:` config section; the message names the key."""
+
+
+@dataclass(frozen=True)
+class AHDRun:
+    problem: str
+    method: str
+    seed: int
+    model: str
+    search: dict
+    """SearchConfig as a dict (the resolved config recorded beside the results)."""
+
+    @property
+    def run_dir(self) -> str:
+        return f"results/ahd/{self.problem}/{self.method}/seed{self.seed}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AHDRun:
+        return cls(**json.loads(text))
+
+    def search_config(self) -> SearchConfig:
+        return config_from_dict(self.search)
+
+
+def ahd_runs(section: dict, model: str) -> list[AHDRun]:
+    """One run per (problem, method, seed) of the config's `ahd` section, validated."""
+    if not section or not section.get("enabled", True):
+        return []
+    runs = []
+    for key in ("problems", "methods", "seeds"):
+        if not section.get(key):
+            raise AHDConfigError(f"ahd.{key}: at least one entry is needed")
+    for problem in section["problems"]:
+        if problem not in PROBLEMS:
+            raise AHDConfigError(f"ahd.problems: unknown problem {problem!r}; choose from "
+                                 f"{sorted(PROBLEMS)}")
+    for method in section["methods"]:
+        if method not in AHD_METHODS:
+            raise AHDConfigError(f"ahd.methods: unknown method {method!r}; choose from "
+                                 f"{sorted(AHD_METHODS)}")
+    for problem in section["problems"]:
+        for method in section["methods"]:
+            for seed in section["seeds"]:
+                cfg = _search_config(section, problem, method, int(seed))
+                search = json.loads(json.dumps(config_to_dict(cfg)))  # JSON-normal form
+                runs.append(AHDRun(problem, method, int(seed), model, search))
+    return runs
+
+
+def _search_config(section: dict, problem: str, method: str, seed: int) -> SearchConfig:
+    scaffold, coevolve = AHD_METHODS[method]
+    pop = int(section.get("pop_size", 10))
+    decoder = section.get("decoder", {})
+    try:
+        cfg = SearchConfig(
+            problem=problem, scaffold=scaffold, budget=int(section.get("budget", 1000)),
+            batch_size=int(section.get("batch_size", 20)), pop_size=pop,
+            parents=int(section.get("parents", 2)),
+            init_size=int(section.get("init_size", 2 * pop)),
+            prefill=bool(section.get("prefill", False)),
+            show_seed=bool(section.get("show_seed", False)),
+            sampling=SamplingParams(**{"max_new_tokens": 512, "temperature": 1.0, **decoder}),
+            limits=SandboxLimits(**section.get("limits", {})), seed=seed,
+        )
+        if not coevolve:
+            return cfg
+        es = section.get("es", {})
+        directions = cfg.batch_size if scaffold == "sample" else cfg.pop_size
+        # The sigma schedule spans the ES updates the budget allows (Table 13).
+        updates = replace(cfg, es=ESConfig(population_size=directions)).es_updates
+        return replace(cfg, es=ESConfig(
+            population_size=directions, alpha=float(es.get("alpha", 5e-4)),
+            sigma=SigmaSchedule(kind=es.get("schedule", "cosine"),
+                                sigma_0=float(es.get("sigma_0", 1e-3)),
+                                sigma_T=float(es.get("sigma_T", 1e-5)),
+                                generations=max(1, updates)),
+            run_seed=seed))
+    except (ValueError, TypeError) as e:
+        raise AHDConfigError(f"ahd ({problem}/{method}): {e}") from None
+
+
+def _write_json_atomic(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True, default=str)
+    os.replace(tmp, path)
+
+
+def run_ahd(run: AHDRun, out_dir: str | Path, threads: int = 1) -> dict:
+    """The search stage: load the policy, search, score the best heuristic on the tests."""
+    import torch
+
+    from esopt.backends.hf import HFPolicy
+
+    torch.set_num_threads(threads)
+    out_dir = Path(out_dir)
+    t0 = time.perf_counter()
+    cfg = run.search_config()
+    problem = get_problem(cfg.problem)
+    policy = HFPolicy.load(run.model)
+    load_s = time.perf_counter() - t0
+    result = run_search(policy, cfg)
+    best = result.best(problem)
+    tests = {}
+    if best is not None:
+        for split in problem.test_splits:
+            ev = evaluate(problem, best.code, split, cfg.limits)
+            tests[split] = ev.objective if ev.ok else None
+    counts: dict[str, int] = {}
+    for c in result.candidates:
+        counts[c.outcome] = counts.get(c.outcome, 0) + 1
+    n = max(1, len(result.candidates))
+    summary = {
+        "problem": run.problem, "method": run.method, "seed": run.seed,
+        "best": None if best is None else {"index": best.index, "code": best.code,
+                                            "description": best.description,
+                                            "train_objective": best.objective},
+        "test_objectives": tests,
+        "evaluated": len(result.candidates), "es_updates": len(result.updates),
+        "outcomes": counts,
+        "valid_rate": counts.get("ok", 0) / n,
+        "wall_s": time.perf_counter() - t0, "search_s": result.wall_s, "load_s": load_s,
+        "generate_s_per_proposal": sum(c.generate_s for c in result.candidates) / n,
+        "evaluate_s_per_proposal": sum(c.evaluate_s for c in result.candidates) / n,
+        "peak_rss_mb": peak_rss_mb(),
+        "config": json.loads(run.to_json()),
+    }
+    cand_table = pa.Table.from_pylist([asdict(c) for c in result.candidates]) if (
+        result.candidates) else pa.table({"index": pa.array([], pa.int64())})
+    upd_table = pa.Table.from_pylist(result.updates) if result.updates else pa.table(
+        {"update": pa.array([], pa.int64())})
+    meta = {"config": run.to_json()}
+    write_parquet_atomic(cand_table, out_dir / "candidates.parquet", meta)
+    write_parquet_atomic(upd_table, out_dir / "updates.parquet", meta)
+    _write_json_atomic(summary, out_dir / "summary.json")
+    log.info("%s/%s seed %d: best train %s, tests %s, %d evaluated, %d ES updates, %.0f s",
+             run.problem, run.method, run.seed,
+             None if best is None else round(best.objective, 4), tests,
+             len(result.candidates), len(result.updates), summary["wall_s"])
+    return summary
+
+
+def compute_references(problems: list[str], out: str | Path) -> dict:
+    """Optimal and Greedy Construct rows on each problem's test splits (Table 5)."""
+    refs: dict = {}
+    for name in problems:
+        problem = get_problem(name)
+        refs[name] = {}
+        for split in problem.test_splits:
+            t0 = time.perf_counter()
+            greedy = evaluate(problem, problem.greedy_source, split)
+            if not greedy.ok:
+                raise RuntimeError(f"{name}/{split}: greedy reference failed: {greedy.detail}")
+            optimum = problem.optimum(split)
+            refs[name][split] = {"optimum": optimum, "greedy": greedy.objective,
+                                 "seconds": time.perf_counter() - t0}
+            log.info("%s %s: optimum %.4f, greedy %.4f", name, split, optimum, greedy.objective)
+    _write_json_atomic(refs, Path(out))
+    return refs

@@ -1,0 +1,89 @@
+"""Sample/EoH search mechanics and their ES co-evolution, on a real (tiny) policy."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from esopt.ahd.problems import PROBLEMS
+from esopt.backends.base import SamplingParams
+from esopt.context.search import (
+    Candidate,
+    SearchConfig,
+    manage_population,
+    penalised,
+    rank_select,
+    run_search,
+)
+from esopt.es.schedules import SigmaSchedule
+from esopt.es.strategy import ESConfig
+
+KP = PROBLEMS["kp_constructive"]
+
+
+def cand(index, objective, outcome="ok"):
+    return Candidate(index, 0, "m1", -1, math.nan, "", "", outcome, objective, "", 0, 0.0, 0.0)
+
+
+def test_penalty_is_min_minus_std_of_the_valid_rewards():
+    rewards = penalised([1.0, float("nan"), 3.0, float("nan")])
+    np.testing.assert_allclose(rewards, [1.0, 0.0, 3.0, 0.0])  # min 1 - std 1
+    np.testing.assert_allclose(penalised([2.0, float("nan")]), [2.0, 1.0])  # one valid: -1
+    np.testing.assert_array_equal(penalised([float("nan")] * 3), [0.0, 0.0, 0.0])
+
+
+def test_rank_selection_prefers_better_ranks_as_eoh():
+    population = [cand(i, float(i)) for i in range(10)]
+    rng = np.random.default_rng(0)
+    picks = np.bincount([rank_select(population, 1, rng)[0].index for _ in range(20000)],
+                        minlength=10) / 20000
+    expected = (1 / (np.arange(10) + 11)) / (1 / (np.arange(10) + 11)).sum()
+    np.testing.assert_allclose(picks, expected, atol=0.01)
+    assert len({c.index for c in rank_select(population, 2, rng)}) == 2
+
+
+def test_population_is_the_best_distinct_valid_members():
+    members = [cand(0, 5.0), cand(1, 7.0), cand(2, 7.0), cand(3, 9.0, "exception"), cand(4, 6.0)]
+    kept = manage_population(KP, members, 2)  # KP maximises
+    assert [c.index for c in kept] == [1, 4]
+
+
+def test_search_config_checks_the_es_population_and_counts_updates():
+    es = ESConfig(population_size=20)
+    assert SearchConfig("tsp_constructive", budget=1000, batch_size=20, es=es).es_updates == 50
+    eoh = SearchConfig("tsp_constructive", "eoh", budget=1000, pop_size=10,
+                       es=ESConfig(population_size=10))
+    assert eoh.es_updates == 50  # 25 generations x (m1 + m2), Table 13
+    with pytest.raises(ValueError, match="population_size"):
+        SearchConfig("tsp_constructive", budget=40, batch_size=8, es=es)
+    with pytest.raises(ValueError, match="unknown AHD problem"):
+        SearchConfig("vrp")
+
+
+def _es(directions, updates):
+    return ESConfig(population_size=directions, alpha=1e-3,
+                    sigma=SigmaSchedule("cosine", 1e-3, 1e-4, updates))
+
+
+def test_sample_with_es_spends_the_budget_and_records_every_proposal(tiny_policy):
+    cfg = SearchConfig("kp_constructive", budget=6, batch_size=3, prefill=True,
+                       sampling=SamplingParams(max_new_tokens=8, temperature=1.0),
+                       es=_es(3, 2))
+    before = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
+    result = run_search(tiny_policy, cfg)
+    assert len(result.candidates) == 6 and len(result.updates) == 2
+    assert [c.direction for c in result.candidates] == [0, 1, 2, 0, 1, 2]
+    assert all(c.outcome != "ok" for c in result.candidates)  # a random model writes no code
+    # No valid proposal: all rewards equal, so the ES updates are zero and weights stay.
+    assert all(not any(u["weights"]) for u in result.updates)
+    after = tiny_policy.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_eoh_reseeds_when_nothing_is_valid_and_still_ends(tiny_policy):
+    cfg = SearchConfig("kp_constructive", "eoh", budget=4, pop_size=2, init_size=2,
+                       sampling=SamplingParams(max_new_tokens=4, temperature=1.0))
+    result = run_search(tiny_policy, cfg)
+    assert [c.operator for c in result.candidates] == ["i1"] * 6
+    assert result.population == []

@@ -1,0 +1,41 @@
+"""Resolving the config's `ahd` section into runs."""
+
+import pytest
+
+from esopt.pipeline.ahd import AHDConfigError, AHDRun, ahd_runs
+
+SECTION = {"problems": ["tsp_constructive", "kp_constructive"],
+           "methods": ["sample", "esopt_sample", "esopt_eoh"], "seeds": [0, 1],
+           "budget": 40, "batch_size": 8, "pop_size": 4,
+           "es": {"alpha": 1e-3, "sigma_0": 1e-3, "sigma_T": 1e-4}}
+
+
+def test_one_run_per_problem_method_and_seed_with_its_es_schedule():
+    runs = ahd_runs(SECTION, "resources/models/m")
+    assert len(runs) == 2 * 3 * 2
+    by_key = {(r.problem, r.method, r.seed): r for r in runs}
+    sample = by_key[("kp_constructive", "esopt_sample", 1)].search_config()
+    assert sample.es.population_size == 8 and sample.es.run_seed == 1
+    assert sample.es.sigma.generations == 40 // 8 == sample.es_updates
+    eoh = by_key[("kp_constructive", "esopt_eoh", 0)].search_config()
+    assert eoh.es.population_size == 4 and eoh.es_updates == 2 * (40 // 16)
+    assert by_key[("tsp_constructive", "sample", 0)].search_config().es is None
+    run = by_key[("tsp_constructive", "sample", 0)]
+    assert run.run_dir == "results/ahd/tsp_constructive/sample/seed0"
+    assert AHDRun.from_json(run.to_json()) == run
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"problems": ["vrp"]}, "ahd.problems: unknown problem 'vrp'"),
+    ({"methods": ["grpo"]}, "ahd.methods: unknown method 'grpo'"),
+    ({"seeds": []}, "ahd.seeds: at least one entry"),
+    ({"es": {"sigma_0": -1.0}}, "sigma"),
+    ({"batch_size": 1}, "population_size (G) must be >= 2"),
+])
+def test_bad_sections_name_the_key(change, message):
+    with pytest.raises(AHDConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ahd_runs({**SECTION, **change}, "m")
+
+
+def test_disabled_or_missing_section_has_no_runs():
+    assert ahd_runs({}, "m") == [] and ahd_runs({**SECTION, "enabled": False}, "m") == []

@@ -1,0 +1,62 @@
+rule ahd_search:
+    input:
+        lambda w: ahd_run_of(w).model,
+    output:
+        summary=f"{AHD_DIR}/summary.json",
+        candidates=f"{AHD_DIR}/candidates.parquet",
+        updates=f"{AHD_DIR}/updates.parquet",
+    params:
+        spec=lambda w: ahd_run_of(w).to_json(),
+        out=lambda w: ahd_run_of(w).run_dir,
+    threads: EVAL_THREADS
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/{AHD_DIR}/search.log",
+    benchmark:
+        f"benchmarks/{AHD_DIR}/search.tsv"
+    shell:
+        "esopt ahd run --spec {params.spec:q} --out {params.out} --threads {threads} "
+        "> {log} 2>&1"
+
+
+rule ahd_references:
+    output:
+        "results/ahd/references.json",
+    params:
+        problems=" ".join(sorted({r.problem for r in AHD_RUNS})),
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/ahd/references.log",
+    shell:
+        "esopt ahd references --problems {params.problems} --out {output} > {log} 2>&1"
+
+
+rule ahd_run_index:
+    output:
+        "results/ahd/runs.json",
+    params:
+        runs=lambda w: json.dumps([json.loads(r.to_json()) for r in AHD_RUNS]),
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/ahd/run_index.log",
+    shell:
+        "echo {params.runs:q} > {output} 2> {log}"
+
+
+rule ahd_tables:
+    input:
+        runs="results/ahd/runs.json",
+        references="results/ahd/references.json",
+        summaries=ahd_summaries,
+    output:
+        AHD_TABLES,
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/report/ahd_tables.log",
+    shell:
+        "esopt report ahd --runs {input.runs} --references {input.references} "
+        "--out results/tables > {log} 2>&1"
