@@ -239,3 +239,9 @@ def call_entry(namespace: dict, payload: dict) -> Any:
     if not callable(entry):
         raise WrongType(f"the code defines no function {payload['entry']!r}")
     return entry(*payload.get("args", ()), **payload.get("kwargs", {}))
+
+
+def run_script(namespace: dict, payload: Any) -> None:
+    """Harness for scripts (the math tool): the code ran at exec time; its prints are the
+    output (`result.stdout`)."""
+    return None

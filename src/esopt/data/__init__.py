@@ -1,0 +1,1 @@
+"""Dataset loaders (by path or dataset id; nothing is copied into the project)."""

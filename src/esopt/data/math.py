@@ -1,0 +1,81 @@
+"""Math problems with reference answers: JSONL files by path, or Hugging Face dataset ids.
+
+Tests and benchmarks read `../shared/data/math/*.jsonl` by path; real users may pass a
+dataset id (`BytedTsinghua-SIA/DAPO-Math-17k`, `MathArena/aime_2026`), which needs the
+`datasets` package and network. Both paths produce the same records.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+# Where each known dataset id keeps its question and answer.
+HUB_FIELDS = {
+    "BytedTsinghua-SIA/DAPO-Math-17k": ("prompt", "reward_model"),
+    "MathArena/aime_2026": ("problem", "answer"),
+}
+
+
+@dataclass(frozen=True)
+class MathProblem:
+    id: str
+    question: str
+    answer: str
+
+
+def _answer_of(value) -> str:
+    if isinstance(value, dict):  # DAPO: {"ground_truth": ..., "style": "rule"}
+        value = value.get("ground_truth", value.get("answer"))
+    return str(value).strip()
+
+
+def _question_of(value) -> str:
+    if isinstance(value, list):  # DAPO: a chat list [{"role": "user", "content": ...}]
+        value = next((m["content"] for m in value if m.get("role") == "user"), value[0]["content"])
+    return str(value)
+
+
+def from_records(records, question_key: str = "question", answer_key: str = "answer",
+                 source: str = "") -> list[MathProblem]:
+    """MathProblems from dict records; each needs a question and an answer."""
+    out = []
+    for i, r in enumerate(records):
+        if question_key not in r or answer_key not in r:
+            raise ValueError(f"{source} record {i}: needs {question_key!r} and {answer_key!r}, "
+                             f"has {sorted(r)}")
+        out.append(MathProblem(str(r.get("id", f"{source}:{i}")), _question_of(r[question_key]),
+                               _answer_of(r[answer_key])))
+    return out
+
+
+def load_jsonl(path: str | Path) -> list[MathProblem]:
+    """One JSON object per line with `question` and `answer` (and optionally `id`)."""
+    path = Path(path)
+    with open(path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    return from_records(records, source=path.name)
+
+
+def load_hub(dataset_id: str, split: str = "train", limit: int | None = None,
+             seed: int = 0) -> list[MathProblem]:
+    """A Hugging Face dataset by id (network), optionally a seeded subset of `limit`."""
+    try:
+        import datasets
+    except ImportError as e:
+        raise RuntimeError("loading a dataset id needs `pip install datasets`") from e
+    q, a = HUB_FIELDS.get(dataset_id, ("question", "answer"))
+    ds = datasets.load_dataset(dataset_id, split=split)
+    records = list(ds)
+    if limit is not None and limit < len(records):
+        records = random.Random(seed).sample(records, limit)
+    return from_records(records, q, a, source=dataset_id)
+
+
+def load_problems(source: str) -> list[MathProblem]:
+    """A path to a .jsonl file, or a dataset id."""
+    if source.endswith(".jsonl") or Path(source).exists():
+        return load_jsonl(source)
+    return load_hub(source)

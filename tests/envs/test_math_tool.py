@@ -1,0 +1,74 @@
+"""The math tool environment on the shared DAPO test file (read by path, never copied)."""
+
+from pathlib import Path
+
+import pytest
+
+from esopt.data.math import from_records, load_jsonl
+from esopt.envs import make_env
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "math"
+pytestmark = pytest.mark.skipif(not DATA.exists(), reason="needs ../shared/data/math")
+
+
+def test_loaders_read_the_shared_files():
+    dapo, aime = load_jsonl(DATA / "dapo_test.jsonl"), load_jsonl(DATA / "aime_2026.jsonl")
+    assert len(dapo) == 100 and len(aime) == 30
+    assert all(p.question and p.answer for p in dapo + aime)
+    # The dataset-id path maps the Hub's own fields to the same records.
+    hub_like = [{"prompt": [{"role": "user", "content": "1+1?"}],
+                 "reward_model": {"ground_truth": "2", "style": "rule"}}]
+    assert from_records(hub_like, "prompt", "reward_model")[0].answer == "2"
+    with pytest.raises(ValueError, match="needs 'question'"):
+        from_records([{"q": 1}])
+
+
+def env(**options):
+    return make_env("math_tool", data=str(DATA / "dapo_test.jsonl"), **options)
+
+
+def test_tool_call_then_answer_solves_the_episode():
+    e = env()
+    e.reset(0)
+    gold = e.problem.answer
+    r = e.step(f"Compute.\n```python\nprint({gold} + 0)\n```")
+    assert not r.done and r.observation[-1]["content"] == f"```output\n{gold}\n```"
+    r = e.step(f"The tool agrees.\nAnswer: {gold}")
+    assert r.done and r.reward == 1.0 and e.success
+    assert r.info["tool_calls"] == 1 and r.info["decided_by"] in ("string", "math_verify")
+
+
+def test_answer_before_a_tool_call_is_refused_when_required():
+    e = env(require_tool=True)
+    e.reset(0)
+    r = e.step(f"Answer: {e.problem.answer}")
+    assert not r.done and r.reward == 0 and r.info["refused"]
+    e2 = env(require_tool=False)
+    e2.reset(0)
+    assert e2.step(f"Answer: {e2.problem.answer}").reward == 1.0
+
+
+@pytest.mark.parametrize("code, outcome", [
+    ("while True:\n    pass", "timeout"),
+    ("x = [0] * 10**10", "memory"),
+    ("import numpy as np\nx = [np.empty(10**8) for _ in range(100)]", "memory"),
+    ("import os\nos.fork()", "forbidden"),
+    ("import socket\nsocket.create_connection(('1.1.1.1', 80))", "forbidden"),
+    ("open('/tmp/escape.txt', 'w').write('x')", "forbidden"),
+    ("1/0", "exception"),
+])
+def test_hostile_tool_calls_come_back_as_errors_and_the_episode_goes_on(code, outcome):
+    e = env(max_turns=3, tool_cpu_s=2)
+    e.reset(1)
+    r = e.step(f"```python\n{code}\n```")
+    assert not r.done and r.info["tool_outcomes"] == [outcome]
+    assert r.observation[-1]["content"].startswith(f"```output\nError ({outcome})")
+    assert e.step(f"Answer: {e.problem.answer}").reward == 1.0
+
+
+def test_turn_limit_ends_a_wrong_episode():
+    e = env(max_turns=2)
+    e.reset(2)
+    assert not e.step("hmm").done
+    r = e.step("still thinking")
+    assert r.done and r.reward == 0 and not e.success
