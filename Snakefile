@@ -22,6 +22,7 @@ include: "workflow/rules/model.smk"
 include: "workflow/rules/es.smk"
 include: "workflow/rules/eval.smk"
 include: "workflow/rules/ahd.smk"
+include: "workflow/rules/skills.smk"
 include: "workflow/rules/report.smk"
 
 

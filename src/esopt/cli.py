@@ -60,7 +60,20 @@ def _stage_update(args) -> None:
 def _stage_eval(args) -> None:
     from esopt.pipeline.stages import evaluate_checkpoint
 
-    evaluate_checkpoint(_spec(args), args.checkpoint, args.generation, args.out)
+    spec = _spec(args)
+    overrides = {}
+    if args.split == "train":  # the training problems (skill sources), not the held-out ones
+        overrides = {k: spec.env_kwargs[k] for k in spec.eval_env_options if k in spec.env_kwargs}
+    if args.skill:
+        with open(args.skill) as f:
+            overrides["skill"] = f.read()
+    evaluate_checkpoint(spec, args.checkpoint, args.generation, args.out, overrides)
+
+
+def _stage_distill(args) -> None:
+    from esopt.pipeline.skills import distill_stage
+
+    distill_stage(_spec(args), args.checkpoint, args.episodes, args.out)
 
 
 def _report_tables(args) -> None:
@@ -118,6 +131,16 @@ def _report_ahd(args) -> None:
     write_table(table18(runs), args.out, "table18")
 
 
+def _report_math(args) -> None:
+    from esopt.report.math_report import figure8, math_specs, table3
+    from esopt.report.results import load_runs
+    from esopt.report.tables import write_table
+
+    specs = math_specs(load_runs(args.runs), args.experiments)
+    write_table(table3(specs), args.out, "table3")
+    figure8(specs, args.figures)
+
+
 def _default(name: str):
     from esopt.models import default_model_dir
 
@@ -160,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         for a in args:
             p.add_argument(f"--{a}", required=True)
         p.set_defaults(func=func)
+        return p
 
     add("directions", _stage_directions, "score a generation's perturbed directions",
         "checkpoint", "out", "marker")
@@ -167,7 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
         "directions", "out")
     add("update", _stage_update, "apply a generation's update: checkpoint t -> t+1",
         "checkpoint", "rewards", "out", "record")
-    add("eval", _stage_eval, "held-out evaluation of a checkpoint", "checkpoint", "out")
+    ev = add("eval", _stage_eval, "held-out evaluation of a checkpoint", "checkpoint", "out")
+    ev.add_argument("--split", choices=("test", "train"), default="test",
+                    help="train: the training problems (rollouts for skill distillation)")
+    ev.add_argument("--skill", help="a SKILL.md prepended to the system prompt")
+    dist = add("distill", _stage_distill, "Trace2Skill: episodes -> SKILL.md", "checkpoint",
+               "out")
+    dist.add_argument("--episodes", nargs="+", required=True,
+                      help="episode Parquet files or directories of them")
 
     ahd = sub.add_parser("ahd", help="automatic heuristic design (Table 5, 13, 17, 18)")
     ahds = ahd.add_subparsers(dest="ahd", required=True)
@@ -191,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
         for a in extra:
             p.add_argument(f"--{a}", required=True)
         p.set_defaults(func=func)
+    p = reports.add_parser("math", help="Table 3 (math rows) and Figure 8")
+    p.add_argument("--runs", required=True, help="results/runs.json")
+    p.add_argument("--experiments", nargs="+", required=True, help="math experiments")
+    p.add_argument("--out", required=True, help="tables directory")
+    p.add_argument("--figures", required=True, help="figures directory")
+    p.set_defaults(func=_report_math)
     p = reports.add_parser("ahd", help="AHD tables 5, 13, 17, 18")
     p.add_argument("--runs", required=True, help="results/ahd/runs.json")
     p.add_argument("--references", required=True, help="results/ahd/references.json")

@@ -64,7 +64,20 @@ AHD_TABLES = [
     for ext in ("csv", "md", "tex")
     if AHD_RUNS
 ]
-REPORT_OUTPUTS = TABLES + FIGURES + AHD_TABLES + ["results/report.pdf"]
+# Experiments with `skills: true` (math) add Trace2Skill conditions, Table 3 and Figure 8.
+SKILL_EXPERIMENTS = [
+    e for e in config.get("experiments", []) if e != "ahd" and config.get(e, {}).get("skills")
+]
+SKILL_SPECS = [
+    s for s in SPECS if s.experiment in SKILL_EXPERIMENTS and s.method in ("base", "esopt")
+]
+MATH_OUTPUTS = (
+    [f"results/tables/table3.{ext}" for ext in ("csv", "md", "tex")]
+    + [f"results/figures/fig8.{ext}" for ext in ("pdf", "png")]
+    if SKILL_SPECS
+    else []
+)
+REPORT_OUTPUTS = TABLES + FIGURES + AHD_TABLES + MATH_OUTPUTS + ["results/report.pdf"]
 
 
 def report_inputs(wildcards):
@@ -113,3 +126,12 @@ def ahd_run_of(wildcards):
 
 def ahd_summaries(wildcards):
     return [f"{r.run_dir}/summary.json" for r in AHD_RUNS]
+
+
+def skill_sources(wildcards):
+    """Trace2Skill reads the base model's training rollouts; ESOpt + Trace2Skill reads every
+    direction of every generation of the ES run."""
+    spec = spec_of(wildcards)
+    if spec.method == "base":
+        return [f"{spec.run_dir}/skill/rollouts.parquet"]
+    return [f"{spec.run_dir}/gen{g:03d}/directions.done.json" for g in range(spec.generations)]

@@ -45,6 +45,7 @@ rule report_pdf:
         TABLES,
         FIGURES,
         AHD_TABLES,
+        MATH_OUTPUTS,
         runs="results/runs.json",
     output:
         report("results/report.pdf", caption="../report/report.rst", category="Report"),

@@ -44,10 +44,13 @@ def _tokens(text: str) -> set[str]:
     return set(re.findall(r"[a-z0-9]+", text.lower()))
 
 
+_MARKERS = re.compile(r"^(?:\s*(?:[-*\u2022]|\d+[.)]|lesson\s*:))+\s*", re.IGNORECASE)
+
+
 def clean_lesson(text: str, max_chars: int = 300) -> str | None:
     """First non-empty line, without list markers; None when nothing usable remains."""
     for line in text.strip().splitlines():
-        line = re.sub(r"^(?:\s*(?:[-*\u2022]|\d+[.)]|lesson\s*:))+\s*", "", line, flags=re.I).strip()
+        line = _MARKERS.sub("", line).strip()
         if len(_tokens(line)) >= 3:
             return line[:max_chars]
     return None

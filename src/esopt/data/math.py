@@ -74,8 +74,33 @@ def load_hub(dataset_id: str, split: str = "train", limit: int | None = None,
     return from_records(records, q, a, source=dataset_id)
 
 
+def generated_problems(count: int, seed: int = 0) -> list[MathProblem]:
+    """Integer-answer arithmetic problems, a deterministic function of (count, seed).
+
+    Sized so a small model with a Python tool can solve some (the tiny scale's training
+    problems): a tool call computes them exactly, mental arithmetic often does not.
+    """
+    rng = random.Random(f"math-generated/{seed}")
+    out = []
+    for i in range(count):
+        a, b, c = rng.randint(12, 99), rng.randint(12, 99), rng.randint(2, 9)
+        kind = rng.randrange(3)
+        if kind == 0:
+            q, ans = f"Compute {a} * {b} + {c}.", a * b + c
+        elif kind == 1:
+            q, ans = f"What is the sum of the integers from {c} to {a + b} inclusive?", \
+                sum(range(c, a + b + 1))
+        else:
+            q, ans = f"What is the remainder when {a}^{c} is divided by {b}?", pow(a, c, b)
+        out.append(MathProblem(f"gen{seed}:{i}", q, str(ans)))
+    return out
+
+
 def load_problems(source: str) -> list[MathProblem]:
-    """A path to a .jsonl file, or a dataset id."""
+    """`generated:COUNT:SEED`, a path to a .jsonl file, or a dataset id."""
+    if source.startswith("generated:"):
+        _, count, seed = (source.split(":") + ["0"])[:3]
+        return generated_problems(int(count), int(seed))
     if source.endswith(".jsonl") or Path(source).exists():
         return load_jsonl(source)
     return load_hub(source)

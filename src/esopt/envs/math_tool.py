@@ -46,6 +46,7 @@ class MathToolEnv(Environment):
     prepended to the system prompt: Trace2Skill), tool limits, output_chars."""
 
     stop = ("```output",)
+    indexed_tasks = True  # task seed i is problem i (mod the file's length)
 
     def __init__(self, data: str, max_turns: int = 4, require_tool: bool = True,
                  skill: str = "", max_new_tokens: int = 256, output_chars: int = 800,
@@ -81,8 +82,9 @@ class MathToolEnv(Environment):
         return StepResult(list(self.messages), 0.0, done, {**info, **self._info()})
 
     def _info(self) -> dict:
-        return {"problem_id": self.problem.id, "turn": self.turn, "tool_calls": self.tool_calls,
-                "tool_outcomes": list(self.tool_outcomes)}
+        # The reference answer rides along for skill distillation; the policy never sees info.
+        return {"problem_id": self.problem.id, "gold": self.problem.answer, "turn": self.turn,
+                "tool_calls": self.tool_calls, "tool_outcomes": list(self.tool_outcomes)}
 
     def step(self, completion: str) -> StepResult:
         self.turn += 1

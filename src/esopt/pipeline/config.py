@@ -12,7 +12,7 @@ from esopt.backends.base import SamplingParams
 from esopt.envs.base import make_env
 from esopt.es.strategy import ESConfig
 from esopt.models import EMBEDDED_MODELS
-from esopt.pipeline.spec import METHODS, TRAINED_METHODS, RunSpec, sigma_schedule
+from esopt.pipeline.spec import METHODS, TRAINED_METHODS, RunSpec, horizon_kwargs, sigma_schedule
 
 TINY_RANDOM = "tiny-random"  # a random small Llama with SmolLM2's tokenizer (smoke scale)
 
@@ -68,7 +68,11 @@ def _experiment_specs(name: str, exp: dict, config: dict, base_model: str) -> li
     if not horizons:
         raise ConfigError(f"{name}.horizons: at least one H* is needed")
     for h in horizons:
-        _check(f"{name}.env", lambda h=h: make_env(env, **{**env_options, "blanks": h}))
+        _check(f"{name}.env", lambda h=h: make_env(env, **horizon_kwargs(env, env_options, h)))
+        eval_options = exp.get("eval", {}).get("env_options", {})
+        if eval_options:
+            _check(f"{name}.eval.env_options", lambda h=h, o=eval_options: make_env(
+                env, **{**horizon_kwargs(env, env_options, h), **o}))
     methods = exp.get("methods", list(METHODS))
     for m in methods:
         if m not in METHODS:
@@ -85,6 +89,7 @@ def _experiment_specs(name: str, exp: dict, config: dict, base_model: str) -> li
         eval_decoder=_decoder(eval_cfg.get("decoder", {}), f"{name}.eval.decoder"),
         eval_tasks=eval_cfg.get("tasks", 32), eval_repeats=eval_cfg.get("repeats", 1),
         keep_every=es.get("keep_every", 10),
+        eval_env_options=dict(eval_cfg.get("env_options", {})),
         serving_dtype=config.get("serving_dtype", "float32"),
         runtime=dict(config.get("runtime", {})),
     )

@@ -15,6 +15,9 @@ from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ESConfig
 
 METHODS = ("base", "vanilla_es", "esopt")
+# The env option a run's horizon sets: Sudoku's H* is its number of blanks; the math
+# agent's horizon is its turn limit.
+HORIZON_OPTION = {"sudoku": "blanks", "math_tool": "max_turns"}
 TRAINED_METHODS = ("vanilla_es", "esopt")
 
 
@@ -38,6 +41,8 @@ class RunSpec:
     eval_repeats: int
     keep_every: int
     serving_dtype: str = "float32"
+    eval_env_options: dict = field(default_factory=dict)
+    """Options merged over env_options for held-out evaluation (e.g. the test data file)."""
     runtime: dict = field(default_factory=dict)
     """Fan-out settings (cluster, workers, threads_per_worker, timeout_min); not part of
     the experiment's identity, but recorded."""
@@ -62,8 +67,11 @@ class RunSpec:
 
     @property
     def env_kwargs(self) -> dict:
-        return {**self.env_options, "blanks": self.horizon} if self.env == "sudoku" else dict(
-            self.env_options)
+        return horizon_kwargs(self.env, self.env_options, self.horizon)
+
+    @property
+    def eval_env_kwargs(self) -> dict:
+        return {**self.env_kwargs, **self.eval_env_options}
 
     def kept_generations(self) -> list[int]:
         """Checkpoints kept and evaluated: 0, every keep_every-th, and the last."""
@@ -82,6 +90,12 @@ class RunSpec:
         d["eval_decoder"] = SamplingParams(**{**d["eval_decoder"],
                                               "stop": tuple(d["eval_decoder"]["stop"])})
         return cls(**d)
+
+
+def horizon_kwargs(env: str, env_options: dict, horizon: int) -> dict:
+    """Environment options with the run's horizon set (when the environment has one)."""
+    option = HORIZON_OPTION.get(env)
+    return {**env_options, option: horizon} if option else dict(env_options)
 
 
 def sigma_schedule(d: dict, generations: int) -> SigmaSchedule:

@@ -203,16 +203,31 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
     return policy.save(out_dir, manifest)
 
 
-def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: str) -> dict:
-    """Held-out evaluation of one checkpoint -> per-episode Parquet; returns the summary."""
+def eval_tasks(spec: RunSpec) -> list[int]:
+    """Held-out task seeds: generated tasks hash apart from training; environments over a
+    fixed problem file (`indexed_tasks`) take the first N problems, each once."""
+    env = make_env(spec.env, **spec.eval_env_kwargs)
+    if getattr(env, "indexed_tasks", False):
+        return list(range(spec.eval_tasks))
+    return task_seeds("test", spec.eval_tasks)
+
+
+def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: str,
+                        env_overrides: dict | None = None) -> dict:
+    """Held-out evaluation of one checkpoint -> per-episode Parquet; returns the summary.
+
+    `env_overrides` changes environment options for this evaluation only (a skill text,
+    the training data for skill distillation)."""
     import torch
 
     torch.set_num_threads(int(spec.runtime.get("eval_threads", torch.get_num_threads())))
     t0 = time.perf_counter()
     policy, load_s = load_policy(checkpoint, spec)
-    table, summary = evaluate(policy, spec.env, spec.env_kwargs,
-                              task_seeds("test", spec.eval_tasks), spec.eval_repeats,
-                              spec.eval_decoder, seed=spec.seed)
+    env_kwargs = {**spec.eval_env_kwargs, **(env_overrides or {})}
+    spec_for_tasks = replace(spec, eval_env_options={**spec.eval_env_options,
+                                                     **(env_overrides or {})})
+    table, summary = evaluate(policy, spec.env, env_kwargs, eval_tasks(spec_for_tasks),
+                              spec.eval_repeats, spec.eval_decoder, seed=spec.seed)
     info = {"experiment": spec.experiment, "horizon": spec.horizon, "method": spec.method,
             "seed": spec.seed, "generation": generation}
     n = table.num_rows

@@ -73,6 +73,11 @@ def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                     _caption(captions, "table7"))
         _figure_page(pdf, "Figure 3: Agentic Sudoku by H*", figures / "fig3.png",
                      _caption(captions, "fig3"))
+        if (tables / "table3.csv").exists():  # present when a math experiment ran
+            _table_page(pdf, "Table 3: math with a tool (Mean@k, Pass@k)",
+                        tables / "table3.csv", _caption(captions, "table3"))
+            _figure_page(pdf, "Figure 8: math best-of-k", figures / "fig8.png",
+                         _caption(captions, "fig8"))
         for name, title in AHD_PAGES:  # present when the AHD experiment ran
             if (tables / f"{name}.csv").exists():
                 _table_page(pdf, title, tables / f"{name}.csv", _caption(captions, name))

@@ -1,0 +1,63 @@
+"""Trace2Skill in the pipeline: episodes from Parquet -> SKILL.md (one distillation).
+
+Trace2Skill (tiny scale: one distillation) learns from the base model's own rollouts on
+training problems; Agentic ESOpt + Trace2Skill distils post hoc from every trajectory of
+the ES run (all generations, all directions). The writer is the base model in both, so
+the two conditions differ only in the trajectories they learn from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from esopt.context.skills import distill_skill
+from esopt.pipeline.spec import RunSpec
+from esopt.pipeline.stages import load_policy
+
+log = logging.getLogger(__name__)
+
+
+def episodes_from_parquet(paths: list[str | Path]) -> list[dict]:
+    """Episode dicts (problem_id, question, gold, success, transcript) from episode tables."""
+    episodes = []
+    for path in paths:
+        path = Path(path)
+        files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+        for f in files:
+            for row in pq.read_table(f, columns=["first_prompt", "success", "turns"]).to_pylist():
+                infos = [json.loads(t["info"]) for t in row["turns"]]
+                last = next((i for i in reversed(infos) if "problem_id" in i), {})
+                if "problem_id" not in last:
+                    continue  # not a problem-file environment
+                prompt = json.loads(row["first_prompt"])
+                question = next((m["content"] for m in prompt if m["role"] == "user"), "")
+                episodes.append({
+                    "problem_id": last["problem_id"], "gold": last.get("gold", "?"),
+                    "question": question, "success": bool(row["success"]),
+                    "transcript": "\n\n".join(t["completion"] for t in row["turns"]),
+                })
+    return episodes
+
+
+def distill_stage(spec: RunSpec, writer_checkpoint: str, sources: list[str], out: str) -> dict:
+    """Write SKILL.md (and the raw lessons beside it) from the episodes in `sources`."""
+    import torch
+
+    torch.set_num_threads(int(spec.runtime.get("eval_threads", torch.get_num_threads())))
+    episodes = episodes_from_parquet(sources)
+    policy, _ = load_policy(writer_checkpoint, spec)
+    skill, raw = distill_skill(policy, episodes)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(skill)
+    record = {"episodes": len(episodes), "failed_used": len(raw), "lessons_raw": raw,
+              "skill_chars": len(skill), "writer": writer_checkpoint,
+              "config": json.loads(spec.to_json())}
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2))
+    log.info("%s: %d episodes, %d lessons asked, SKILL.md %d chars", out, len(episodes),
+             len(raw), len(skill))
+    return record

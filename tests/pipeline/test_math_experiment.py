@@ -1,0 +1,77 @@
+"""The math experiment through the generic ES stages: horizon = turn limit, held-out data
+for evaluation, Trace2Skill sources, Table 3 and Figure 8."""
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from esopt.agent.evaluate import evaluate
+from esopt.agent.rollout import run_episodes
+from esopt.agent.trajectories import episodes_table, write_parquet_atomic
+from esopt.backends.base import SamplingParams
+from esopt.envs import make_env
+from esopt.pipeline.config import ConfigError, run_specs
+from esopt.pipeline.skills import episodes_from_parquet
+from esopt.pipeline.stages import eval_tasks
+from esopt.report.math_report import correct_matrix, figure8, table3
+
+MATH = {"env": "math_tool", "skills": True, "horizons": [2], "methods": ["base", "esopt"],
+        "env_options": {"data": "generated:20:0", "max_new_tokens": 8},
+        "es": {"population_size": 2, "tasks_per_direction": 2, "generations": 1},
+        "sigma": {"esopt": {"kind": "cosine", "sigma_0": 1e-3, "sigma_T": 5e-4}},
+        "eval": {"tasks": 3, "repeats": 2, "env_options": {"data": "generated:10:7"}}}
+
+
+def config(**math):
+    return {"model": "tiny-random", "experiments": ["math"], "math": {**MATH, **math}}
+
+
+def test_horizon_is_the_turn_limit_and_evaluation_uses_its_own_data():
+    spec = next(s for s in run_specs(config()) if s.method == "esopt")
+    assert spec.env_kwargs["max_turns"] == 2 and spec.env_kwargs["data"] == "generated:20:0"
+    assert spec.eval_env_kwargs["data"] == "generated:10:7"
+    assert spec.eval_env_kwargs["max_turns"] == 2
+    assert eval_tasks(spec) == [0, 1, 2]  # a problem file: the first N problems, each once
+
+
+def test_bad_math_options_name_the_key():
+    with pytest.raises(ConfigError, match="math.eval.env_options"):
+        run_specs(config(eval={"tasks": 2, "env_options": {"max_turns": 0}}))
+
+
+def _episodes(policy, seeds, data="generated:20:0"):
+    sampling = SamplingParams(max_new_tokens=8, temperature=1.0, seed=3)
+    return run_episodes(policy, lambda: make_env("math_tool", data=data, max_turns=1,
+                                                 max_new_tokens=8), seeds, sampling)
+
+
+def test_skill_sources_read_back_from_episode_tables(tiny_policy, tmp_path):
+    eps = _episodes(tiny_policy, [0, 1, 2])
+    write_parquet_atomic(episodes_table(eps, {"direction": 0}), tmp_path / "d" / "000.parquet")
+    back = episodes_from_parquet([tmp_path / "d"])
+    assert [e["problem_id"] for e in back] == ["gen0:0", "gen0:1", "gen0:2"]
+    assert all(e["gold"] and e["question"].startswith(("Compute", "What")) for e in back)
+    assert [e["success"] for e in back] == [ep.success for ep in eps]
+
+
+def test_table3_and_figure8_from_evaluation_files(tiny_policy, tmp_path):
+    spec = replace(next(s for s in run_specs(config()) if s.method == "base"),
+                   eval_repeats=2)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        table, _ = evaluate(tiny_policy, "math_tool", spec.eval_env_kwargs, [0, 1, 2], 2,
+                            SamplingParams(max_new_tokens=8, temperature=1.0))
+        write_parquet_atomic(table, Path(spec.run_dir) / "final" / "eval.parquet")
+        assert correct_matrix(Path(spec.run_dir) / "final" / "eval.parquet").shape == (3, 2)
+        header, rows = table3([spec])
+        assert header[3] == "Mean@2 (%)" and header[4] == "Pass@2 (%)"
+        assert [r[2] for r in rows] == ["No Skill"] and rows[0][5] == "3"
+        paths = figure8([spec], tmp_path / "fig")
+        assert all(p.stat().st_size > 1000 for p in paths)
+    finally:
+        os.chdir(cwd)
+    assert json.loads(spec.to_json())["eval_env_options"] == {"data": "generated:10:7"}

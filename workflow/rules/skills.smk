@@ -1,0 +1,73 @@
+rule skill_rollouts:
+    input:
+        lambda w: spec_of(w).model,
+    output:
+        "results/{exp}/h{h}/{method}/seed{seed}/skill/rollouts.parquet",
+    wildcard_constraints:
+        method="base",
+    params:
+        spec=spec_json,
+    threads: EVAL_THREADS
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/rollouts.log",
+    shell:
+        "esopt stage eval --spec {params.spec:q} --generation 0 --checkpoint {input} "
+        "--split train --out {output} > {log} 2>&1"
+
+
+rule distill_skill:
+    input:
+        sources=skill_sources,
+        writer=lambda w: spec_of(w).model,
+    output:
+        "results/{exp}/h{h}/{method}/seed{seed}/skill/SKILL.md",
+    params:
+        spec=spec_json,
+        episodes=lambda w, input: [p.replace(".done.json", "") for p in input.sources],
+    threads: EVAL_THREADS
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/distill.log",
+    shell:
+        "esopt stage distill --spec {params.spec:q} --generation 0 "
+        "--checkpoint {input.writer} --episodes {params.episodes} --out {output} > {log} 2>&1"
+
+
+rule skill_eval:
+    input:
+        checkpoint=lambda w: checkpoint_dir(spec_of(w), spec_of(w).generations),
+        skill="results/{exp}/h{h}/{method}/seed{seed}/skill/SKILL.md",
+    output:
+        "results/{exp}/h{h}/{method}/seed{seed}/skill/eval.parquet",
+    params:
+        spec=spec_json,
+        gen=lambda w: spec_of(w).generations,
+    threads: EVAL_THREADS
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/eval.log",
+    shell:
+        "esopt stage eval --spec {params.spec:q} --generation {params.gen} "
+        "--checkpoint {input.checkpoint} --skill {input.skill} --out {output} > {log} 2>&1"
+
+
+rule math_report:
+    input:
+        runs="results/runs.json",
+        finals=lambda w: [f"{s.run_dir}/final/eval.parquet" for s in SKILL_SPECS],
+        skills=lambda w: [f"{s.run_dir}/skill/eval.parquet" for s in SKILL_SPECS],
+    output:
+        MATH_OUTPUTS,
+    params:
+        experiments=" ".join(SKILL_EXPERIMENTS),
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        "logs/report/math.log",
+    shell:
+        "esopt report math --runs {input.runs} --experiments {params.experiments} "
+        "--out results/tables --figures results/figures > {log} 2>&1"
