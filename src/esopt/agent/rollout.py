@@ -28,6 +28,8 @@ class Turn:
     completion_tokens: int
     reward: float
     info: dict
+    prompt: list[dict] = field(default_factory=list, repr=False)
+    """The conversation the policy answered (RL baselines re-score these turns)."""
 
 
 @dataclass
@@ -78,7 +80,7 @@ def run_episodes(policy: Policy, make_env: Callable[[], Environment], task_seeds
         for i, c in zip(live, completions, strict=True):
             result = _safe_step(envs[i], c.text)
             episodes[i].turns.append(Turn(c.text, c.prompt_tokens, c.completion_tokens,
-                                          result.reward, result.info))
+                                          result.reward, result.info, prompts[i]))
             episodes[i].reward += result.reward
             if result.done or episodes[i].num_turns >= envs[i].max_turns:
                 episodes[i].success = bool(envs[i].success)

@@ -119,6 +119,15 @@ class HFPolicy:
         for name, p in self._params.items():
             p.data.copy_(self.master[name].view_as(p))
 
+    def sync_master(self) -> None:
+        """Refresh the float32 master from the serving weights after training outside ES
+        (the RL baselines step the model's parameters directly)."""
+        if self._active is not None:
+            raise RuntimeError("sync_master() called while perturbed")
+        for name, p in self._params.items():
+            self.master[name].copy_(p.detach().to("cpu", torch.float32).view_as(
+                self.master[name]))
+
     def apply(self, update: Update) -> None:
         """theta += alpha/G * sum_i w_i sign_i eps_i, accumulated in float32 in the master."""
         if self._active is not None:

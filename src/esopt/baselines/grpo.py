@@ -1,0 +1,193 @@
+"""Multi-turn Agentic GRPO on the project's environments and HF policy.
+
+Per step: each task is played `group_size` times with the training decoder; episode
+rewards are z-scored within each task's group (a group whose rewards are all equal has
+zero advantage and so no gradient); every policy-generated token of an episode gets its
+episode's advantage (trajectory-level credit, as ES gets); prompt and environment tokens
+(system, user, tool output: everything the policy did not write) are masked from the
+loss. Loss per generated token: the clipped surrogate min(r A, clip(r, 1-e, 1+e) A) with
+r = pi / pi_old, plus beta * KL(pi || pi_ref) by the k3 estimator, averaged over tokens;
+AdamW. Written here rather than with TRL: TRL's GRPOTrainer scores single completions
+from a dataset, while these episodes are multi-turn and environment-driven.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from esopt.agent.rollout import run_episodes
+from esopt.backends.base import SamplingParams
+from esopt.envs.base import make_env
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Hyper-parameters of Agentic GRPO (paper: clip 0.2, KL beta 1e-3, temperature 1)."""
+
+    group_size: int = 8
+    """n: rollouts per task (the group of the advantage)."""
+    clip_eps: float = 0.2
+    beta: float = 1e-3
+    """Weight of the KL penalty to the reference (initial) policy."""
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    train_decoder: SamplingParams = field(
+        default_factory=lambda: SamplingParams(max_new_tokens=64, temperature=1.0))
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 (advantages are within groups), "
+                             f"got {self.group_size}")
+        if not 0 < self.clip_eps < 1:
+            raise ValueError(f"clip_eps must be in (0, 1), got {self.clip_eps}")
+        for name in ("beta", "lr", "weight_decay", "max_grad_norm"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+
+
+def group_advantages(rewards_gn) -> np.ndarray:
+    """Within-group z-scores (ddof 0); all-equal groups get exactly zero."""
+    rewards_gn = np.asarray(rewards_gn, dtype=np.float64)
+    assert rewards_gn.ndim == 2, rewards_gn.shape
+    mean = rewards_gn.mean(axis=1, keepdims=True)
+    std = rewards_gn.std(axis=1, keepdims=True)
+    return np.where(std > 0, (rewards_gn - mean) / np.where(std > 0, std, 1.0), 0.0)
+
+
+@dataclass
+class TokenBatch:
+    """Right-padded (prompt + completion) sequences; loss_mask marks completion tokens."""
+
+    input_ids: torch.Tensor  # (B, L)
+    attention_mask: torch.Tensor  # (B, L)
+    loss_mask: torch.Tensor  # (B, L): 1 where the token was written by the policy
+    advantages: torch.Tensor  # (B,)
+
+    @property
+    def completion_tokens(self) -> int:
+        return int(self.loss_mask.sum())
+
+
+def build_batch(tokenizer, samples: list[tuple[str, str, float]]) -> TokenBatch:
+    """Tokenise (rendered prompt, completion, advantage) triples into one batch."""
+    rows, masks = [], []
+    for prompt, completion, _ in samples:
+        p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append(p + c)
+        masks.append([0] * len(p) + [1] * len(c))
+    length = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([r + [pad] * (length - len(r)) for r in rows])
+    attn = torch.tensor([[1] * len(r) + [0] * (length - len(r)) for r in rows])
+    loss = torch.tensor([m + [0] * (length - len(m)) for m in masks], dtype=torch.float32)
+    adv = torch.tensor([a for _, _, a in samples], dtype=torch.float32)
+    return TokenBatch(ids, attn, loss, adv)
+
+
+def token_logprobs(model, batch: TokenBatch) -> torch.Tensor:
+    """log pi(token_t | tokens_<t) for t >= 1, (B, L-1)."""
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    return logp.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+
+
+def grpo_loss(logp_new, logp_old, logp_ref, advantages, loss_mask, clip_eps: float,
+              beta: float) -> tuple[torch.Tensor, dict]:
+    """Mean over policy tokens of the clipped surrogate plus beta * k3-KL to the reference.
+
+    Shapes: logp_* and loss_mask (B, T) aligned on predicted tokens; advantages (B,).
+    """
+    assert logp_new.shape == logp_old.shape == logp_ref.shape == loss_mask.shape
+    assert advantages.shape == (logp_new.shape[0],)
+    adv = advantages[:, None]
+    ratio = torch.exp(logp_new - logp_old)
+    surrogate = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * adv)
+    log_ref_ratio = logp_ref - logp_new
+    kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
+    per_token = surrogate + beta * kl
+    n = loss_mask.sum().clamp(min=1)
+    loss = (per_token * loss_mask).sum() / n
+    with torch.no_grad():
+        clipped = ((ratio - 1).abs() > clip_eps).float()
+        stats = {"kl": float((kl * loss_mask).sum() / n),
+                 "clip_frac": float((clipped * loss_mask).sum() / n)}
+    return loss, stats
+
+
+class GRPOTrainer:
+    """Owns a trainable copy of the policy's model, its frozen reference and the optimiser.
+
+    The policy generates the rollouts (its serving model *is* the trained model); after each
+    step its float32 master is refreshed from the trained weights.
+    """
+
+    def __init__(self, policy, cfg: GRPOConfig):
+        self.policy, self.cfg = policy, cfg
+        self.model = policy.model
+        self.reference = copy.deepcopy(self.model).eval()
+        for p in self.reference.parameters():
+            p.requires_grad_(False)
+        self.params = [p for _, p in policy.model.named_parameters()]
+        for p in self.params:
+            p.requires_grad_(True)
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr,
+                                           weight_decay=cfg.weight_decay)
+        self.steps = 0
+
+    def rollouts(self, env: str, env_kwargs: dict, task_seeds: list[int]):
+        seeds = [s for s in task_seeds for _ in range(self.cfg.group_size)]
+        sampling = SamplingParams(**{**self.cfg.train_decoder.__dict__,
+                                     "seed": (self.cfg.seed * 100003 + self.steps) % 2**31})
+        with torch.no_grad():
+            return run_episodes(self.policy, lambda: make_env(env, **env_kwargs), seeds, sampling)
+
+    def samples(self, episodes) -> tuple[list[tuple[str, str, float]], np.ndarray]:
+        """One (prompt, completion, advantage) per policy turn; and the group rewards."""
+        n = self.cfg.group_size
+        rewards = np.array([e.reward for e in episodes]).reshape(-1, n)
+        adv = group_advantages(rewards).reshape(-1)
+        out = []
+        for ep, a in zip(episodes, adv, strict=True):
+            for turn in ep.turns:
+                out.append((self.policy.render(turn.prompt), turn.completion, float(a)))
+        return out, rewards
+
+    def step(self, env: str, env_kwargs: dict, task_seeds: list[int]) -> dict:
+        """One GRPO update from fresh group rollouts on `task_seeds`."""
+        t0 = time.perf_counter()
+        episodes = self.rollouts(env, env_kwargs, task_seeds)
+        t_gen = time.perf_counter() - t0
+        samples, rewards = self.samples(episodes)
+        batch = build_batch(self.policy.tokenizer, samples)
+        mask = batch.loss_mask[:, 1:]
+        t1 = time.perf_counter()
+        with torch.no_grad():
+            self.model.eval()
+            old = token_logprobs(self.model, batch)
+            ref = token_logprobs(self.reference, batch)
+        self.model.train()
+        new = token_logprobs(self.model, batch)
+        loss, stats = grpo_loss(new, old, ref, batch.advantages, mask, self.cfg.clip_eps,
+                                self.cfg.beta)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.model.eval()
+        self.policy.sync_master()
+        self.steps += 1
+        return {"step": self.steps, "loss": float(loss), "grad_norm": float(grad_norm),
+                "reward_mean": float(rewards.mean()), "success": float(np.mean(
+                    [e.success for e in episodes])), "turns": float(np.mean(
+                    [e.num_turns for e in episodes])), "tokens": batch.completion_tokens,
+                "generate_s": t_gen, "update_s": time.perf_counter() - t1, **stats}
