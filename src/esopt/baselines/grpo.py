@@ -186,7 +186,7 @@ class GRPOTrainer:
         self.model.eval()
         self.policy.sync_master()
         self.steps += 1
-        return {"step": self.steps, "loss": float(loss), "grad_norm": float(grad_norm),
+        return {"step": self.steps, "loss": loss.item(), "grad_norm": float(grad_norm),
                 "reward_mean": float(rewards.mean()), "success": float(np.mean(
                     [e.success for e in episodes])), "turns": float(np.mean(
                     [e.num_turns for e in episodes])), "tokens": batch.completion_tokens,
