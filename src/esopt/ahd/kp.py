@@ -14,6 +14,7 @@ import functools
 
 import numpy as np
 
+from esopt.ahd.common import as_index, uniform_split
 from esopt.runtime.sandbox import InvalidSolution, WrongType
 
 SEED = 3333
@@ -39,15 +40,7 @@ def capacity(n_items: int) -> float:
 @functools.cache
 def instances(split: str) -> np.ndarray:
     """(n_instances, n_items, 2) float64: [..., 0] is weight, [..., 1] is value."""
-    names = [s[0] for s in SPLITS]
-    if split not in names:
-        raise ValueError(f"unknown KP split {split!r}; expected one of {names}")
-    rng_state = np.random.RandomState(SEED)
-    for name, count, items in SPLITS:
-        data = rng_state.rand(count, items, 2)
-        if name == split:
-            data.setflags(write=False)
-            return data
+    return uniform_split(SEED, SPLITS, split, "KP")
 
 
 def harness(namespace: dict, payload: dict) -> list[list[int]]:
@@ -62,11 +55,8 @@ def harness(namespace: dict, payload: dict) -> list[list[int]]:
         remaining = capacity(len(items))
         packed: list[int] = []
         while len(weights) and remaining + TOLERANCE > weights.min():
-            choice = select(remaining_capacity=remaining, weights=weights.copy(),
-                            values=values.copy())
-            if isinstance(choice, (bool, np.bool_)) or not isinstance(choice, (int, np.integer)):
-                raise WrongType(f"select_next_item returned {type(choice).__name__}, not an int")
-            choice = int(choice)
+            choice = as_index(select(remaining_capacity=remaining, weights=weights.copy(),
+                                     values=values.copy()), "select_next_item")
             if not 0 <= choice < len(weights) or weights[choice] > remaining + TOLERANCE:
                 raise InvalidSolution(f"item {choice} does not fit or does not exist")
             packed.append(int(index[choice]))

@@ -13,6 +13,7 @@ import itertools
 
 import numpy as np
 
+from esopt.ahd.common import as_index, uniform_split
 from esopt.runtime.sandbox import InvalidSolution, WrongType
 
 SEED = 1234
@@ -30,15 +31,7 @@ def select_next_node(current_node, destination_node, unvisited_nodes, distance_m
 @functools.cache
 def instances(split: str) -> np.ndarray:
     """Node coordinates of a split, (n_instances, n_nodes, 2) float64."""
-    names = [s[0] for s in SPLITS]
-    if split not in names:
-        raise ValueError(f"unknown TSP split {split!r}; expected one of {names}")
-    rng_state = np.random.RandomState(SEED)  # the legacy global-seed stream, explicitly
-    for name, count, nodes in SPLITS:
-        coords = rng_state.rand(count, nodes, 2)
-        if name == split:
-            coords.setflags(write=False)
-            return coords
+    return uniform_split(SEED, SPLITS, split, "TSP")
 
 
 def distance_matrix(coords: np.ndarray) -> np.ndarray:
@@ -46,12 +39,6 @@ def distance_matrix(coords: np.ndarray) -> np.ndarray:
     assert coords.ndim == 2 and coords.shape[1] == 2, coords.shape
     diff = coords[:, None, :] - coords[None, :, :]
     return np.sqrt((diff**2).sum(-1))
-
-
-def _as_node(value, n: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise WrongType(f"select_next_node returned {type(value).__name__}, not an int")
-    return int(value)
 
 
 def harness(namespace: dict, payload: dict) -> list[list[int]]:
@@ -65,8 +52,9 @@ def harness(namespace: dict, payload: dict) -> list[list[int]]:
         n = len(coords)
         tour, unvisited = [0], set(range(1, n))
         for _ in range(n - 1):
-            node = _as_node(select(current_node=tour[-1], destination_node=0,
-                                   unvisited_nodes=set(unvisited), distance_matrix=dist.copy()), n)
+            node = as_index(select(current_node=tour[-1], destination_node=0,
+                                   unvisited_nodes=set(unvisited), distance_matrix=dist.copy()),
+                            "select_next_node")
             if node not in unvisited:
                 raise InvalidSolution(f"node {node} is visited or out of range")
             tour.append(node)

@@ -1,0 +1,29 @@
+"""Pieces the constructive problems share: split streams and checks on returned indices."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from esopt.runtime.sandbox import WrongType
+
+
+def uniform_split(seed: int, splits, split: str, problem: str) -> np.ndarray:
+    """Split `split` of a stream of U(0,1) arrays (count, size, 2) drawn in `splits` order
+    from `np.random.seed(seed)`'s legacy generator (the MCTS-AHD convention), read-only."""
+    names = [s[0] for s in splits]
+    if split not in names:
+        raise ValueError(f"unknown {problem} split {split!r}; expected one of {names}")
+    stream = np.random.RandomState(seed)  # the legacy global-seed stream, explicitly
+    for name, count, size in splits:
+        data = stream.rand(count, size, 2)
+        if name == split:
+            data.setflags(write=False)
+            return data
+    raise AssertionError("unreachable")
+
+
+def as_index(value, function: str) -> int:
+    """The int a heuristic returned (numpy ints allowed, bools and floats not)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise WrongType(f"{function} returned {type(value).__name__}, not an int")
+    return int(value)
