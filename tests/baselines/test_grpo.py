@@ -82,6 +82,7 @@ def test_a_grpo_step_changes_the_parameters_and_the_master(tiny_policy):
     before = {n: p.detach().clone() for n, p in tiny_policy.model.named_parameters()}
     stats = trainer.step("test_varied", {}, [0, 1])
     assert stats["tokens"] > 0 and np.isfinite(stats["loss"]) and stats["grad_norm"] > 0
+    assert stats["flops_train"] > stats["flops_score"] > 0 and stats["flops_generate"] > 0
     changed = [n for n, p in tiny_policy.model.named_parameters()
                if not torch.equal(before[n], p.detach())]
     assert changed

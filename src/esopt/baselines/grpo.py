@@ -24,6 +24,7 @@ import torch
 from esopt.agent.rollout import run_episodes
 from esopt.backends.base import SamplingParams
 from esopt.envs.base import make_env
+from esopt.runtime.ledger import ModelShape, forward_flops, training_flops
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ class GRPOTrainer:
             p.requires_grad_(True)
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr,
                                            weight_decay=cfg.weight_decay)
+        self.shape = ModelShape.of(self.model)
         self.steps = 0
 
     def rollouts(self, env: str, env_kwargs: dict, task_seeds: list[int]):
@@ -186,8 +188,17 @@ class GRPOTrainer:
         self.model.eval()
         self.policy.sync_master()
         self.steps += 1
+        lengths = batch.attention_mask.sum(dim=1).tolist()
+        flops = {
+            "generate": sum(forward_flops(self.shape, t.prompt_tokens, t.completion_tokens)
+                            for e in episodes for t in e.turns),
+            "score": 2 * sum(forward_flops(self.shape, n, 0) for n in lengths),  # old + ref
+            "train": sum(training_flops(self.shape, n) for n in lengths),
+        }
         return {"step": self.steps, "loss": loss.item(), "grad_norm": float(grad_norm),
                 "reward_mean": float(rewards.mean()), "success": float(np.mean(
                     [e.success for e in episodes])), "turns": float(np.mean(
                     [e.num_turns for e in episodes])), "tokens": batch.completion_tokens,
-                "generate_s": t_gen, "update_s": time.perf_counter() - t1, **stats}
+                "generate_s": t_gen, "update_s": time.perf_counter() - t1,
+                "flops": sum(flops.values()), **{f"flops_{k}": v for k, v in flops.items()},
+                **stats}

@@ -1,0 +1,81 @@
+"""Resource ledger: wall time per phase, peak memory and FLOPs of a training run.
+
+FLOPs follow the usual dense-transformer accounting (Kaplan et al. 2020; Hoffmann et al.
+2022): a forward pass costs 2N per token for the weights plus 4 * layers * d_model per
+token per attended position for the attention scores and values; training (forward +
+backward) costs three times the forward. With a KV cache each prompt token and each
+generated token is processed once, attending to the positions before it.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the FLOP count needs from a model: parameters, layers, hidden size."""
+
+    n_params: int
+    n_layers: int
+    d_model: int
+
+    @classmethod
+    def of(cls, model) -> ModelShape:
+        cfg = model.config
+        n = sum(p.numel() for p in model.parameters())
+        return cls(n, int(cfg.num_hidden_layers), int(cfg.hidden_size))
+
+
+def forward_flops(shape: ModelShape, prompt_tokens: int, completion_tokens: int) -> float:
+    """FLOPs of one sequence's forward pass with a KV cache (prompt then generation)."""
+    tokens = prompt_tokens + completion_tokens
+    # Token i (0-based) attends to i + 1 positions: sum over the sequence = T (T + 1) / 2.
+    attended = tokens * (tokens + 1) / 2
+    return 2.0 * shape.n_params * tokens + 4.0 * shape.n_layers * shape.d_model * attended
+
+
+def training_flops(shape: ModelShape, sequence_tokens: int) -> float:
+    """FLOPs of forward + backward over one sequence (three forwards' worth)."""
+    return 3.0 * forward_flops(shape, sequence_tokens, 0)
+
+
+@dataclass
+class Ledger:
+    """Rows of (step, phase seconds, tokens, FLOPs, peak memory); one row per step."""
+
+    run: str
+    method: str
+    rows: list[dict] = field(default_factory=list)
+    _current: dict = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str):
+        """Time a phase of the current step (generation, scoring, update, noise, ...)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            key = f"{name}_s"
+            self._current[key] = self._current.get(key, 0.0) + time.perf_counter() - t0
+
+    def end_step(self, step: int, *, peak_memory_mb: float, flops: float, **extra) -> dict:
+        row = {"run": self.run, "method": self.method, "step": step,
+               "peak_memory_mb": float(peak_memory_mb), "flops": float(flops),
+               **self._current, **extra}
+        self.rows.append(row)
+        self._current = {}
+        return row
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_pylist(self.rows)
+
+    def write(self, path: str | Path) -> Path:
+        from esopt.agent.trajectories import write_parquet_atomic
+
+        return write_parquet_atomic(self.table(), path)
