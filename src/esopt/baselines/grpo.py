@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -125,15 +125,15 @@ def grpo_loss(logp_new, logp_old, logp_ref, advantages, loss_mask, clip_eps: flo
     return loss, stats
 
 
-class GRPOTrainer:
-    """Owns a trainable copy of the policy's model, its frozen reference and the optimiser.
+class PolicyTrainer:
+    """What the RL baselines share: the policy's model made trainable, a frozen reference
+    copy, rollouts with a training decoder, and the ES master kept in sync after a step.
 
-    The policy generates the rollouts (its serving model *is* the trained model); after each
-    step its float32 master is refreshed from the trained weights.
+    The policy generates the rollouts (its serving model *is* the trained model).
     """
 
-    def __init__(self, policy, cfg: GRPOConfig):
-        self.policy, self.cfg = policy, cfg
+    def __init__(self, policy, decoder: SamplingParams, seed: int):
+        self.policy, self.decoder, self.seed = policy, decoder, seed
         self.model = policy.model
         self.reference = copy.deepcopy(self.model).eval()
         for p in self.reference.parameters():
@@ -141,17 +141,30 @@ class GRPOTrainer:
         self.params = [p for _, p in policy.model.named_parameters()]
         for p in self.params:
             p.requires_grad_(True)
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr,
-                                           weight_decay=cfg.weight_decay)
         self.shape = ModelShape.of(self.model)
         self.steps = 0
 
-    def rollouts(self, env: str, env_kwargs: dict, task_seeds: list[int]):
-        seeds = [s for s in task_seeds for _ in range(self.cfg.group_size)]
-        sampling = SamplingParams(**{**self.cfg.train_decoder.__dict__,
-                                     "seed": (self.cfg.seed * 100003 + self.steps) % 2**31})
+    def rollouts(self, env: str, env_kwargs: dict, task_seeds: list[int], repeats: int):
+        """Each task played `repeats` times (consecutive), with this step's sampling seed."""
+        seeds = [s for s in task_seeds for _ in range(repeats)]
+        sampling = replace(self.decoder, seed=(self.seed * 100003 + self.steps) % 2**31)
         with torch.no_grad():
             return run_episodes(self.policy, lambda: make_env(env, **env_kwargs), seeds, sampling)
+
+    def finish_step(self) -> None:
+        self.model.eval()
+        self.policy.sync_master()
+        self.steps += 1
+
+
+class GRPOTrainer(PolicyTrainer):
+    """Agentic GRPO: group rollouts, group advantages, clipped surrogate + KL, AdamW."""
+
+    def __init__(self, policy, cfg: GRPOConfig):
+        super().__init__(policy, cfg.train_decoder, cfg.seed)
+        self.cfg = cfg
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr,
+                                           weight_decay=cfg.weight_decay)
 
     def samples(self, episodes) -> tuple[list[tuple[str, str, float]], np.ndarray]:
         """One (prompt, completion, advantage) per policy turn; and the group rewards."""
@@ -167,7 +180,7 @@ class GRPOTrainer:
     def step(self, env: str, env_kwargs: dict, task_seeds: list[int]) -> dict:
         """One GRPO update from fresh group rollouts on `task_seeds`."""
         t0 = time.perf_counter()
-        episodes = self.rollouts(env, env_kwargs, task_seeds)
+        episodes = self.rollouts(env, env_kwargs, task_seeds, self.cfg.group_size)
         t_gen = time.perf_counter() - t0
         samples, rewards = self.samples(episodes)
         batch = build_batch(self.policy.tokenizer, samples)
@@ -185,9 +198,7 @@ class GRPOTrainer:
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
         self.optimizer.step()
-        self.model.eval()
-        self.policy.sync_master()
-        self.steps += 1
+        self.finish_step()
         lengths = batch.attention_mask.sum(dim=1).tolist()
         flops = {
             "generate": sum(forward_flops(self.shape, t.prompt_tokens, t.completion_tokens)

@@ -1,0 +1,156 @@
+"""Multi-turn PPO with a value head (GAE), the paper's second RL baseline.
+
+The value head is a linear map of the policy's last hidden state. An episode is the
+concatenation of its turns' generated tokens (environment tokens carry no action and are
+skipped); the episode reward arrives at its last generated token; GAE(gamma, lambda) runs
+over that token sequence, so a turn's last token bootstraps from the next turn's first.
+Policy loss: clipped surrogate on whitened advantages plus beta * k3-KL to the reference;
+value loss: clipped squared error to the returns; one AdamW optimiser for both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from esopt.backends.base import SamplingParams
+from esopt.baselines.grpo import PolicyTrainer, TokenBatch, build_batch, token_logprobs
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    clip_eps: float = 0.2
+    value_clip: float = 0.2
+    gamma: float = 1.0
+    lam: float = 0.95
+    beta: float = 1e-3
+    value_coef: float = 0.5
+    lr: float = 1e-6
+    value_lr: float = 1e-4
+    max_grad_norm: float = 1.0
+    episodes_per_task: int = 1
+    train_decoder: SamplingParams = field(
+        default_factory=lambda: SamplingParams(max_new_tokens=64, temperature=1.0))
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.clip_eps < 1:
+            raise ValueError(f"clip_eps must be in (0, 1), got {self.clip_eps}")
+        if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
+            raise ValueError(f"gamma and lam must be in [0, 1], got {self.gamma}, {self.lam}")
+        if self.episodes_per_task < 1:
+            raise ValueError("episodes_per_task must be >= 1")
+        for name in ("beta", "value_coef", "lr", "value_lr", "max_grad_norm"):
+            if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
+                raise ValueError(f"{name} must be a finite number >= 0")
+
+
+def gae(rewards_t: np.ndarray, values_t: np.ndarray, gamma: float, lam: float
+        ) -> tuple[np.ndarray, np.ndarray]:
+    """(advantages, returns) over one episode's tokens; the value after the last is 0."""
+    rewards_t, values_t = np.asarray(rewards_t, float), np.asarray(values_t, float)
+    assert rewards_t.shape == values_t.shape and rewards_t.ndim == 1
+    adv = np.zeros_like(rewards_t)
+    running = 0.0
+    for t in range(len(rewards_t) - 1, -1, -1):
+        next_value = values_t[t + 1] if t + 1 < len(values_t) else 0.0
+        delta = rewards_t[t] + gamma * next_value - values_t[t]
+        running = delta + gamma * lam * running
+        adv[t] = running
+    return adv, adv + values_t
+
+
+class ValueHead(torch.nn.Module):
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(d_model, 1)
+        torch.nn.init.zeros_(self.linear.weight)
+        torch.nn.init.zeros_(self.linear.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.linear(hidden).squeeze(-1)
+
+
+def _logprobs_and_values(model, head, batch: TokenBatch):
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                output_hidden_states=True)
+    logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)
+    logp = logp.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+    # The value of the state before predicting token t+1 sits at position t.
+    values = head(out.hidden_states[-1][:, :-1].float())
+    return logp, values
+
+
+class PPOTrainer(PolicyTrainer):
+    """PPO with a value head on the same rollouts machinery as GRPO."""
+
+    def __init__(self, policy, cfg: PPOConfig):
+        super().__init__(policy, cfg.train_decoder, cfg.seed)
+        self.cfg = cfg
+        self.head = ValueHead(self.model.config.hidden_size)
+        self.optimizer = torch.optim.AdamW([
+            {"params": self.params, "lr": cfg.lr},
+            {"params": self.head.parameters(), "lr": cfg.value_lr}])
+
+    def step(self, env: str, env_kwargs: dict, task_seeds: list[int]) -> dict:
+        """One PPO update from fresh rollouts on `task_seeds`."""
+        cfg = self.cfg
+        episodes = self.rollouts(env, env_kwargs, task_seeds, cfg.episodes_per_task)
+        samples, owners = [], []
+        for k, ep in enumerate(episodes):
+            for turn in ep.turns:
+                samples.append((self.policy.render(turn.prompt), turn.completion, 0.0))
+                owners.append(k)
+        batch = build_batch(self.policy.tokenizer, samples)
+        mask = batch.loss_mask[:, 1:]
+        with torch.no_grad():
+            self.model.eval()
+            old, old_values = _logprobs_and_values(self.model, self.head, batch)
+            ref = token_logprobs(self.reference, batch)
+        adv_t, ret_t = self._advantages(episodes, owners, old_values, mask)
+        self.model.train()
+        new, values = _logprobs_and_values(self.model, self.head, batch)
+        ratio = torch.exp(new - old)
+        clip = cfg.clip_eps
+        surrogate = -torch.minimum(ratio * adv_t, torch.clamp(ratio, 1 - clip, 1 + clip) * adv_t)
+        log_ref_ratio = ref - new
+        kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
+        v_clipped = old_values + torch.clamp(values - old_values, -cfg.value_clip, cfg.value_clip)
+        v_loss = torch.maximum((values - ret_t) ** 2, (v_clipped - ret_t) ** 2)
+        n = mask.sum().clamp(min=1)
+        per_token = surrogate + cfg.beta * kl + cfg.value_coef * 0.5 * v_loss
+        loss = (per_token * mask).sum() / n
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params + list(self.head.parameters()),
+                                       cfg.max_grad_norm)
+        self.optimizer.step()
+        self.finish_step()
+        return {"step": self.steps, "loss": loss.item(),
+                "reward_mean": float(np.mean([e.reward for e in episodes])),
+                "value_loss": float((v_loss.detach() * mask).sum() / n),
+                "tokens": batch.completion_tokens}
+
+    def _advantages(self, episodes, owners, values, mask):
+        """Per-token GAE advantages (whitened over the batch) and returns, (B, T)."""
+        adv = torch.zeros_like(values)
+        ret = torch.zeros_like(values)
+        for k, ep in enumerate(episodes):
+            rows = [i for i, o in enumerate(owners) if o == k]
+            positions = [(i, t) for i in rows for t in torch.nonzero(mask[i]).flatten().tolist()]
+            if not positions:
+                continue
+            v = np.array([float(values[i, t]) for i, t in positions])
+            r = np.zeros(len(positions))
+            r[-1] = ep.reward
+            a, g = gae(r, v, self.cfg.gamma, self.cfg.lam)
+            for (i, t), ai, gi in zip(positions, a, g, strict=True):
+                adv[i, t], ret[i, t] = ai, gi
+        sel = mask.bool()
+        if sel.sum() > 1:
+            mean, std = adv[sel].mean(), adv[sel].std()
+            adv = torch.where(sel, (adv - mean) / (std + 1e-8), adv)
+        return adv, ret
