@@ -80,7 +80,7 @@ def _report_tables(args) -> None:
     from esopt.report.results import load_runs
     from esopt.report.tables import table1, table7, write_table
 
-    specs = load_runs(args.runs)
+    specs = [s for s in load_runs(args.runs) if s.env == "sudoku"]  # Sudoku's tables
     write_table(table1(specs), args.out, "table1")
     write_table(table7(specs), args.out, "table7")
 
@@ -89,7 +89,7 @@ def _report_figures(args) -> None:
     from esopt.report.figures import figure3
     from esopt.report.results import load_runs
 
-    figure3(load_runs(args.runs), args.out)
+    figure3([s for s in load_runs(args.runs) if s.env == "sudoku"], args.out)
 
 
 def _report_pdf(args) -> None:

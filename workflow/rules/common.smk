@@ -56,8 +56,15 @@ def eval_generations(spec):
     return gens
 
 
-TABLES = [f"results/tables/{t}.{ext}" for t in ("table1", "table7") for ext in ("csv", "md", "tex")]
-FIGURES = [f"results/figures/fig3.{ext}" for ext in ("pdf", "png")]
+# Table 1, Table 7 and Figure 3 are the Sudoku experiment's.
+SUDOKU_SPECS = [s for s in SPECS if s.env == "sudoku"]
+TABLES = [
+    f"results/tables/{t}.{ext}"
+    for t in ("table1", "table7")
+    for ext in ("csv", "md", "tex")
+    if SUDOKU_SPECS
+]
+FIGURES = [f"results/figures/fig3.{ext}" for ext in ("pdf", "png") if SUDOKU_SPECS]
 AHD_TABLES = [
     f"results/tables/{t}.{ext}"
     for t in ("table5", "table13", "table17", "table18")
@@ -81,10 +88,11 @@ REPORT_OUTPUTS = TABLES + FIGURES + AHD_TABLES + MATH_OUTPUTS + ["results/report
 
 
 def report_inputs(wildcards):
-    inputs = [f"{s.run_dir}/final/eval.parquet" for s in SPECS]
-    inputs += [f"{s.run_dir}/eval/gen{g:03d}.parquet" for s in SPECS for g in eval_generations(s)]
-    inputs += [f"{s.run_dir}/gen{g:03d}/rewards.parquet" for s in SPECS for g in range(s.generations)]
-    inputs += [f"{s.run_dir}/gen{g:03d}/update.json" for s in SPECS for g in range(1, s.generations + 1)]
+    specs = SUDOKU_SPECS
+    inputs = [f"{s.run_dir}/final/eval.parquet" for s in specs]
+    inputs += [f"{s.run_dir}/eval/gen{g:03d}.parquet" for s in specs for g in eval_generations(s)]
+    inputs += [f"{s.run_dir}/gen{g:03d}/rewards.parquet" for s in specs for g in range(s.generations)]
+    inputs += [f"{s.run_dir}/gen{g:03d}/update.json" for s in specs for g in range(1, s.generations + 1)]
     return inputs
 
 

@@ -11,33 +11,35 @@ rule run_index:
         "echo {params.specs:q} > {output} 2> {log}"
 
 
-rule tables:
-    input:
-        runs="results/runs.json",
-        results=report_inputs,
-    output:
-        TABLES,
-    conda:
-        "../../envs/esopt.yaml"
-    log:
-        "logs/report/tables.log",
-    shell:
-        "esopt report tables --runs {input.runs} --out results/tables > {log} 2>&1"
+if SUDOKU_SPECS:
+
+    rule tables:
+        input:
+            runs="results/runs.json",
+            results=report_inputs,
+        output:
+            TABLES,
+        conda:
+            "../../envs/esopt.yaml"
+        log:
+            "logs/report/tables.log",
+        shell:
+            "esopt report tables --runs {input.runs} --out results/tables > {log} 2>&1"
 
 
-rule figures:
-    input:
-        runs="results/runs.json",
-        results=report_inputs,
-    output:
-        pdf=report("results/figures/fig3.pdf", caption="../report/fig3.rst", category="Sudoku"),
-        png="results/figures/fig3.png",
-    conda:
-        "../../envs/esopt.yaml"
-    log:
-        "logs/report/figures.log",
-    shell:
-        "esopt report figures --runs {input.runs} --out results/figures > {log} 2>&1"
+    rule figures:
+        input:
+            runs="results/runs.json",
+            results=report_inputs,
+        output:
+            pdf=report("results/figures/fig3.pdf", caption="../report/fig3.rst", category="Sudoku"),
+            png="results/figures/fig3.png",
+        conda:
+            "../../envs/esopt.yaml"
+        log:
+            "logs/report/figures.log",
+        shell:
+            "esopt report figures --runs {input.runs} --out results/figures > {log} 2>&1"
 
 
 rule report_pdf:

@@ -67,12 +67,13 @@ def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
         fig.text(0.06, 0.7, textwrap.fill(header, 120), fontsize=11, va="top")
         pdf.savefig(fig)
         plt.close(fig)
-        _table_page(pdf, "Table 1: Agentic Sudoku success by H*", tables / "table1.csv",
-                    _caption(captions, "table1"))
-        _table_page(pdf, "Table 7: ES configurations", tables / "table7.csv",
-                    _caption(captions, "table7"))
-        _figure_page(pdf, "Figure 3: Agentic Sudoku by H*", figures / "fig3.png",
-                     _caption(captions, "fig3"))
+        if (tables / "table1.csv").exists():  # present when the Sudoku experiment ran
+            _table_page(pdf, "Table 1: Agentic Sudoku success by H*", tables / "table1.csv",
+                        _caption(captions, "table1"))
+            _table_page(pdf, "Table 7: ES configurations", tables / "table7.csv",
+                        _caption(captions, "table7"))
+            _figure_page(pdf, "Figure 3: Agentic Sudoku by H*", figures / "fig3.png",
+                         _caption(captions, "fig3"))
         if (tables / "table3.csv").exists():  # present when a math experiment ran
             _table_page(pdf, "Table 3: math with a tool (Mean@k, Pass@k)",
                         tables / "table3.csv", _caption(captions, "table3"))
