@@ -1,5 +1,6 @@
 """The math tool environment on the shared DAPO test file (read by path, never copied)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -7,8 +8,10 @@ import pytest
 from esopt.data.math import from_records, load_jsonl
 from esopt.envs import make_env
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "math"
-pytestmark = pytest.mark.skipif(not DATA.exists(), reason="needs ../shared/data/math")
+# The shared data sit beside the repository (../shared/data); ESOPT_SHARED_DATA moves them.
+DATA = Path(os.environ.get("ESOPT_SHARED_DATA",
+                           Path(__file__).resolve().parents[3] / "shared" / "data")) / "math"
+pytestmark = pytest.mark.skipif(not DATA.exists(), reason=f"needs {DATA}")
 
 
 def test_loaders_read_the_shared_files():
