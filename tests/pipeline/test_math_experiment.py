@@ -34,7 +34,8 @@ def test_horizon_is_the_turn_limit_and_evaluation_uses_its_own_data():
     assert spec.env_kwargs["max_turns"] == 2 and spec.env_kwargs["data"] == "generated:20:0"
     assert spec.eval_env_kwargs["data"] == "generated:10:7"
     assert spec.eval_env_kwargs["max_turns"] == 2
-    assert eval_tasks(spec) == [0, 1, 2]  # a problem file: the first N problems, each once
+    # A problem file: the first N problems, each once.
+    assert eval_tasks(spec.env, spec.eval_env_kwargs, spec.eval_tasks) == [0, 1, 2]
 
 
 def test_bad_math_options_name_the_key():

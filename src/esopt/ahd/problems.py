@@ -32,10 +32,6 @@ class Problem:
     objective: Callable[[Any, str], float]
     optimum: Callable[[str], float]
 
-    def better(self, a: float, b: float) -> bool:
-        """True when objective a is strictly better than b."""
-        return a < b if self.sense == "min" else a > b
-
     def improvement(self, parent: float, child: float) -> float:
         """How much the child improves on the parent, positive when better."""
         return parent - child if self.sense == "min" else child - parent

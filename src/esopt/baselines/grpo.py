@@ -95,11 +95,16 @@ def build_batch(tokenizer, samples: list[tuple[str, str, float]]) -> TokenBatch:
     return TokenBatch(ids, attn, loss, adv)
 
 
+def logprobs_of(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+    """log pi(token_t | tokens_<t) for t >= 1 from the model's logits, (B, L-1)."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    return logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
 def token_logprobs(model, batch: TokenBatch) -> torch.Tensor:
     """log pi(token_t | tokens_<t) for t >= 1, (B, L-1)."""
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-    return logp.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+    return logprobs_of(logits, batch.input_ids)
 
 
 def grpo_loss(logp_new, logp_old, logp_ref, advantages, loss_mask, clip_eps: float,

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from esopt.backends.base import SamplingParams
-from esopt.baselines.grpo import PolicyTrainer, TokenBatch, build_batch, token_logprobs
+from esopt.baselines.grpo import PolicyTrainer, TokenBatch, build_batch, logprobs_of, token_logprobs
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,7 @@ class ValueHead(torch.nn.Module):
 def _logprobs_and_values(model, head, batch: TokenBatch):
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                 output_hidden_states=True)
-    logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)
-    logp = logp.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+    logp = logprobs_of(out.logits, batch.input_ids)
     # The value of the state before predicting token t+1 sits at position t.
     values = head(out.hidden_states[-1][:, :-1].float())
     return logp, values

@@ -14,7 +14,6 @@ improvement over the parent) are z-scored and applied as one ES update.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 
@@ -113,11 +112,8 @@ class SearchResult:
     wall_s: float
 
     def best(self, problem: Problem) -> Candidate | None:
-        valid = [c for c in self.candidates if c.outcome == Outcome.OK.value]
-        if not valid:
-            return None
-        return min(valid, key=lambda c: (c.objective if problem.sense == "min" else -c.objective,
-                                         c.index))
+        top = manage_population(problem, self.candidates, 1)
+        return top[0] if top else None
 
 
 def penalised(values: list[float]) -> np.ndarray:
@@ -226,7 +222,6 @@ class _Search:
             raw = [c.objective if problem.sense == "max" else -c.objective for c in batch]
         else:
             raw = [problem.improvement(c.parent_objective, c.objective) for c in batch]
-        raw = [r if math.isfinite(r) else float("nan") for r in raw]
         rewards = penalised(raw)
         for c, r in zip(batch, rewards, strict=True):
             c.reward = float(r)
@@ -247,10 +242,8 @@ class _Search:
                  f"{best:.4f}" if best is not None else "-", self.counted, self.cfg.budget)
 
     def best_objective(self) -> float | None:
-        valid = [c.objective for c in self.candidates if c.outcome == "ok"]
-        if not valid:
-            return None
-        return min(valid) if self.problem.sense == "min" else max(valid)
+        top = manage_population(self.problem, self.candidates, 1)
+        return top[0].objective if top else None
 
 
 def run_sample(search: _Search) -> list[Candidate]:

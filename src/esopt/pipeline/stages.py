@@ -203,13 +203,12 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
     return policy.save(out_dir, manifest)
 
 
-def eval_tasks(spec: RunSpec) -> list[int]:
+def eval_tasks(env: str, env_kwargs: dict, count: int) -> list[int]:
     """Held-out task seeds: generated tasks hash apart from training; environments over a
     fixed problem file (`indexed_tasks`) take the first N problems, each once."""
-    env = make_env(spec.env, **spec.eval_env_kwargs)
-    if getattr(env, "indexed_tasks", False):
-        return list(range(spec.eval_tasks))
-    return task_seeds("test", spec.eval_tasks)
+    if getattr(make_env(env, **env_kwargs), "indexed_tasks", False):
+        return list(range(count))
+    return task_seeds("test", count)
 
 
 def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: str,
@@ -224,9 +223,8 @@ def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: st
     t0 = time.perf_counter()
     policy, load_s = load_policy(checkpoint, spec)
     env_kwargs = {**spec.eval_env_kwargs, **(env_overrides or {})}
-    spec_for_tasks = replace(spec, eval_env_options={**spec.eval_env_options,
-                                                     **(env_overrides or {})})
-    table, summary = evaluate(policy, spec.env, env_kwargs, eval_tasks(spec_for_tasks),
+    table, summary = evaluate(policy, spec.env, env_kwargs,
+                              eval_tasks(spec.env, env_kwargs, spec.eval_tasks),
                               spec.eval_repeats, spec.eval_decoder, seed=spec.seed)
     info = {"experiment": spec.experiment, "horizon": spec.horizon, "method": spec.method,
             "seed": spec.seed, "generation": generation}
