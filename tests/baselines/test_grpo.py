@@ -95,3 +95,33 @@ def test_config_is_validated():
         GRPOConfig(group_size=1)
     with pytest.raises(ValueError, match="clip_eps"):
         GRPOConfig(clip_eps=1.5)
+
+
+def test_micro_batches_accumulate_the_whole_batch_gradient(tiny_policy):
+    """Chunked forward/backward with the batch's token count equals one big backward."""
+    samples = [("a prompt", "one two", 1.0), ("another, longer prompt here", "x", -1.0),
+               ("p", "three four five", 0.5)]
+    batch = build_batch(tiny_policy.tokenizer, samples)
+    model = tiny_policy.model
+    params = [p for p in model.parameters()]
+    for p in params:
+        p.requires_grad_(True)
+    with torch.no_grad():
+        old = token_logprobs(model, batch)
+
+    def grads():
+        return torch.cat([p.grad.flatten() for p in params])
+
+    loss, _ = grpo_loss(token_logprobs(model, batch), old, old, batch.advantages,
+                        batch.loss_mask[:, 1:], 0.2, 1e-3)
+    loss.backward()
+    whole = grads().clone()
+    model.zero_grad(set_to_none=True)
+    n = float(batch.loss_mask[:, 1:].sum())
+    for rows, chunk in batch.chunks(2):
+        w = chunk.input_ids.shape[1] - 1
+        part, _ = grpo_loss(token_logprobs(model, chunk), old[rows, :w], old[rows, :w],
+                            chunk.advantages, chunk.loss_mask[:, 1:], 0.2, 1e-3, normaliser=n)
+        part.backward()
+    assert torch.count_nonzero(whole) > 0
+    torch.testing.assert_close(grads(), whole, rtol=1e-4, atol=1e-6)

@@ -39,11 +39,16 @@ class GRPOConfig:
     lr: float = 1e-6
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
+    micro_batch: int = 4
+    """Sequences per forward/backward; gradients accumulate over the step's batch, so the
+    update is the same and peak memory stays bounded (full-vocabulary logits dominate)."""
     train_decoder: SamplingParams = field(
         default_factory=lambda: SamplingParams(max_new_tokens=64, temperature=1.0))
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.micro_batch < 1:
+            raise ValueError(f"micro_batch must be >= 1, got {self.micro_batch}")
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 (advantages are within groups), "
                              f"got {self.group_size}")
@@ -77,6 +82,15 @@ class TokenBatch:
     def completion_tokens(self) -> int:
         return int(self.loss_mask.sum())
 
+    def chunks(self, size: int):
+        """Row slices of at most `size` sequences, right padding trimmed to each slice."""
+        for start in range(0, self.input_ids.shape[0], size):
+            rows = slice(start, start + size)
+            length = int(self.attention_mask[rows].sum(dim=1).max())
+            yield rows, TokenBatch(self.input_ids[rows, :length],
+                                   self.attention_mask[rows, :length],
+                                   self.loss_mask[rows, :length], self.advantages[rows])
+
 
 def build_batch(tokenizer, samples: list[tuple[str, str, float]]) -> TokenBatch:
     """Tokenise (rendered prompt, completion, advantage) triples into one batch."""
@@ -107,11 +121,24 @@ def token_logprobs(model, batch: TokenBatch) -> torch.Tensor:
     return logprobs_of(logits, batch.input_ids)
 
 
+@torch.no_grad()
+def chunked_logprobs(model, batch: TokenBatch, size: int) -> torch.Tensor:
+    """token_logprobs in row chunks of `size` (no gradient), padded back to (B, L-1)."""
+    out = torch.zeros(batch.input_ids.shape[0], batch.input_ids.shape[1] - 1)
+    for rows, chunk in batch.chunks(size):
+        lp = token_logprobs(model, chunk)
+        out[rows, :lp.shape[1]] = lp
+    return out
+
+
 def grpo_loss(logp_new, logp_old, logp_ref, advantages, loss_mask, clip_eps: float,
-              beta: float) -> tuple[torch.Tensor, dict]:
+              beta: float, normaliser: float | None = None) -> tuple[torch.Tensor, dict]:
     """Mean over policy tokens of the clipped surrogate plus beta * k3-KL to the reference.
 
     Shapes: logp_* and loss_mask (B, T) aligned on predicted tokens; advantages (B,).
+    `normaliser`: the token count to divide by when this is one micro-batch of a larger
+    batch (default: this batch's own policy tokens), so accumulated gradients equal the
+    whole batch's.
     """
     assert logp_new.shape == logp_old.shape == logp_ref.shape == loss_mask.shape
     assert advantages.shape == (logp_new.shape[0],)
@@ -121,7 +148,7 @@ def grpo_loss(logp_new, logp_old, logp_ref, advantages, loss_mask, clip_eps: flo
     log_ref_ratio = logp_ref - logp_new
     kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
     per_token = surrogate + beta * kl
-    n = loss_mask.sum().clamp(min=1)
+    n = loss_mask.sum().clamp(min=1) if normaliser is None else max(float(normaliser), 1.0)
     loss = (per_token * loss_mask).sum() / n
     with torch.no_grad():
         clipped = ((ratio - 1).abs() > clip_eps).float()
@@ -184,37 +211,57 @@ class GRPOTrainer(PolicyTrainer):
 
     def step(self, env: str, env_kwargs: dict, task_seeds: list[int]) -> dict:
         """One GRPO update from fresh group rollouts on `task_seeds`."""
+        cfg = self.cfg
         t0 = time.perf_counter()
-        episodes = self.rollouts(env, env_kwargs, task_seeds, self.cfg.group_size)
+        episodes = self.rollouts(env, env_kwargs, task_seeds, cfg.group_size)
         t_gen = time.perf_counter() - t0
         samples, rewards = self.samples(episodes)
         batch = build_batch(self.policy.tokenizer, samples)
-        mask = batch.loss_mask[:, 1:]
+        n_tokens = float(batch.loss_mask[:, 1:].sum())
         t1 = time.perf_counter()
-        with torch.no_grad():
-            self.model.eval()
-            old = token_logprobs(self.model, batch)
-            ref = token_logprobs(self.reference, batch)
+        self.model.eval()
+        old = chunked_logprobs(self.model, batch, cfg.micro_batch)
+        ref = chunked_logprobs(self.reference, batch, cfg.micro_batch)
+        t_score = time.perf_counter() - t1
         self.model.train()
-        new = token_logprobs(self.model, batch)
-        loss, stats = grpo_loss(new, old, ref, batch.advantages, mask, self.cfg.clip_eps,
-                                self.cfg.beta)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        loss_sum, stats = 0.0, {"kl": 0.0, "clip_frac": 0.0}
+        for rows, chunk in batch.chunks(cfg.micro_batch):
+            width = chunk.input_ids.shape[1] - 1
+            new = token_logprobs(self.model, chunk)
+            loss, part = grpo_loss(new, old[rows, :width], ref[rows, :width], chunk.advantages,
+                                   chunk.loss_mask[:, 1:], cfg.clip_eps, cfg.beta,
+                                   normaliser=n_tokens)
+            loss.backward()
+            loss_sum += loss.item()
+            stats = {k: stats[k] + part[k] for k in stats}
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
         self.optimizer.step()
         self.finish_step()
-        lengths = batch.attention_mask.sum(dim=1).tolist()
-        flops = {
-            "generate": sum(forward_flops(self.shape, t.prompt_tokens, t.completion_tokens)
-                            for e in episodes for t in e.turns),
-            "score": 2 * sum(forward_flops(self.shape, n, 0) for n in lengths),  # old + ref
-            "train": sum(training_flops(self.shape, n) for n in lengths),
-        }
-        return {"step": self.steps, "loss": loss.item(), "grad_norm": float(grad_norm),
-                "reward_mean": float(rewards.mean()), "success": float(np.mean(
-                    [e.success for e in episodes])), "turns": float(np.mean(
-                    [e.num_turns for e in episodes])), "tokens": batch.completion_tokens,
-                "generate_s": t_gen, "update_s": time.perf_counter() - t1,
+        flops = step_flops(self.shape, episodes, batch)
+        return {"step": self.steps, "loss": loss_sum, "grad_norm": float(grad_norm),
+                **episode_stats(episodes), "reward_mean": float(rewards.mean()),
+                "tokens": batch.completion_tokens, "generate_s": t_gen, "score_s": t_score,
+                "update_s": time.perf_counter() - t1 - t_score,
                 "flops": sum(flops.values()), **{f"flops_{k}": v for k, v in flops.items()},
                 **stats}
+
+
+def step_flops(shape: ModelShape, episodes, batch: TokenBatch) -> dict:
+    """FLOPs of an RL step by phase: generating the rollouts (KV cache), re-scoring them
+    with the policy and the reference, and one forward + backward for the update."""
+    lengths = batch.attention_mask.sum(dim=1).tolist()
+    return {
+        "generate": sum(forward_flops(shape, t.prompt_tokens, t.completion_tokens)
+                        for e in episodes for t in e.turns),
+        "score": 2 * sum(forward_flops(shape, n, 0) for n in lengths),
+        "train": sum(training_flops(shape, n) for n in lengths),
+    }
+
+
+def episode_stats(episodes) -> dict:
+    """What the ledger and Figure 7 read from a step's rollouts."""
+    return {"episodes": len(episodes),
+            "reward_mean": float(np.mean([e.reward for e in episodes])),
+            "success": float(np.mean([e.success for e in episodes])),
+            "turns": float(np.mean([e.num_turns for e in episodes]))}

@@ -11,13 +11,22 @@ value loss: clipped squared error to the returns; one AdamW optimiser for both.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from esopt.backends.base import SamplingParams
-from esopt.baselines.grpo import PolicyTrainer, TokenBatch, build_batch, logprobs_of, token_logprobs
+from esopt.baselines.grpo import (
+    PolicyTrainer,
+    TokenBatch,
+    build_batch,
+    chunked_logprobs,
+    episode_stats,
+    logprobs_of,
+    step_flops,
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,8 @@ class PPOConfig:
     lr: float = 1e-6
     value_lr: float = 1e-4
     max_grad_norm: float = 1.0
+    micro_batch: int = 4
+    """Sequences per forward/backward (gradients accumulate, as in GRPOConfig)."""
     episodes_per_task: int = 1
     train_decoder: SamplingParams = field(
         default_factory=lambda: SamplingParams(max_new_tokens=64, temperature=1.0))
@@ -43,6 +54,8 @@ class PPOConfig:
             raise ValueError(f"gamma and lam must be in [0, 1], got {self.gamma}, {self.lam}")
         if self.episodes_per_task < 1:
             raise ValueError("episodes_per_task must be >= 1")
+        if self.micro_batch < 1:
+            raise ValueError(f"micro_batch must be >= 1, got {self.micro_batch}")
         for name in ("beta", "value_coef", "lr", "value_lr", "max_grad_norm"):
             if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
                 raise ValueError(f"{name} must be a finite number >= 0")
@@ -97,7 +110,9 @@ class PPOTrainer(PolicyTrainer):
     def step(self, env: str, env_kwargs: dict, task_seeds: list[int]) -> dict:
         """One PPO update from fresh rollouts on `task_seeds`."""
         cfg = self.cfg
+        t0 = time.perf_counter()
         episodes = self.rollouts(env, env_kwargs, task_seeds, cfg.episodes_per_task)
+        t_gen = time.perf_counter() - t0
         samples, owners = [], []
         for k, ep in enumerate(episodes):
             for turn in ep.turns:
@@ -105,33 +120,49 @@ class PPOTrainer(PolicyTrainer):
                 owners.append(k)
         batch = build_batch(self.policy.tokenizer, samples)
         mask = batch.loss_mask[:, 1:]
+        n_tokens = max(float(mask.sum()), 1.0)
+        t1 = time.perf_counter()
+        self.model.eval()
+        old = torch.zeros(mask.shape)
+        old_values = torch.zeros(mask.shape)
         with torch.no_grad():
-            self.model.eval()
-            old, old_values = _logprobs_and_values(self.model, self.head, batch)
-            ref = token_logprobs(self.reference, batch)
+            for rows, chunk in batch.chunks(cfg.micro_batch):
+                lp, v = _logprobs_and_values(self.model, self.head, chunk)
+                old[rows, :lp.shape[1]], old_values[rows, :v.shape[1]] = lp, v
+        ref = chunked_logprobs(self.reference, batch, cfg.micro_batch)
         adv_t, ret_t = self._advantages(episodes, owners, old_values, mask)
+        t_score = time.perf_counter() - t1
         self.model.train()
-        new, values = _logprobs_and_values(self.model, self.head, batch)
-        ratio = torch.exp(new - old)
-        clip = cfg.clip_eps
-        surrogate = -torch.minimum(ratio * adv_t, torch.clamp(ratio, 1 - clip, 1 + clip) * adv_t)
-        log_ref_ratio = ref - new
-        kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
-        v_clipped = old_values + torch.clamp(values - old_values, -cfg.value_clip, cfg.value_clip)
-        v_loss = torch.maximum((values - ret_t) ** 2, (v_clipped - ret_t) ** 2)
-        n = mask.sum().clamp(min=1)
-        per_token = surrogate + cfg.beta * kl + cfg.value_coef * 0.5 * v_loss
-        loss = (per_token * mask).sum() / n
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss_sum = v_loss_sum = 0.0
+        for rows, chunk in batch.chunks(cfg.micro_batch):
+            w = chunk.input_ids.shape[1] - 1
+            m = chunk.loss_mask[:, 1:]
+            new, values = _logprobs_and_values(self.model, self.head, chunk)
+            ratio = torch.exp(new - old[rows, :w])
+            adv = adv_t[rows, :w]
+            clip = cfg.clip_eps
+            surrogate = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
+            log_ref_ratio = ref[rows, :w] - new
+            kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
+            ov, ret = old_values[rows, :w], ret_t[rows, :w]
+            v_clipped = ov + torch.clamp(values - ov, -cfg.value_clip, cfg.value_clip)
+            v_loss = torch.maximum((values - ret) ** 2, (v_clipped - ret) ** 2)
+            per_token = surrogate + cfg.beta * kl + cfg.value_coef * 0.5 * v_loss
+            loss = (per_token * m).sum() / n_tokens
+            loss.backward()
+            loss_sum += loss.item()
+            v_loss_sum += float((v_loss.detach() * m).sum()) / n_tokens
         torch.nn.utils.clip_grad_norm_(self.params + list(self.head.parameters()),
                                        cfg.max_grad_norm)
         self.optimizer.step()
         self.finish_step()
-        return {"step": self.steps, "loss": loss.item(),
-                "reward_mean": float(np.mean([e.reward for e in episodes])),
-                "value_loss": float((v_loss.detach() * mask).sum() / n),
-                "tokens": batch.completion_tokens}
+        flops = step_flops(self.shape, episodes, batch)
+        return {"step": self.steps, "loss": loss_sum, "value_loss": v_loss_sum,
+                **episode_stats(episodes), "tokens": batch.completion_tokens,
+                "generate_s": t_gen, "score_s": t_score,
+                "update_s": time.perf_counter() - t1 - t_score,
+                "flops": sum(flops.values()), **{f"flops_{k}": v for k, v in flops.items()}}
 
     def _advantages(self, episodes, owners, values, mask):
         """Per-token GAE advantages (whitened over the batch) and returns, (B, T)."""
