@@ -20,6 +20,7 @@ AHD_RUNS = ahd_run_list(config)
 include: "workflow/rules/common.smk"
 include: "workflow/rules/model.smk"
 include: "workflow/rules/es.smk"
+include: "workflow/rules/rl.smk"
 include: "workflow/rules/eval.smk"
 include: "workflow/rules/ahd.smk"
 include: "workflow/rules/skills.smk"

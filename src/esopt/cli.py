@@ -70,6 +70,18 @@ def _stage_eval(args) -> None:
     evaluate_checkpoint(spec, args.checkpoint, args.generation, args.out, overrides)
 
 
+def _stage_rl(args) -> None:
+    from esopt.pipeline.rl import train_rl
+
+    train_rl(_spec(args), args.out, threads=args.threads)
+
+
+def _stage_ledger(args) -> None:
+    from esopt.pipeline.rl import es_ledger
+
+    es_ledger(_spec(args), args.out)
+
+
 def _stage_distill(args) -> None:
     from esopt.pipeline.skills import distill_stage
 
@@ -78,18 +90,21 @@ def _stage_distill(args) -> None:
 
 def _report_tables(args) -> None:
     from esopt.report.results import load_runs
-    from esopt.report.tables import table1, table7, write_table
+    from esopt.report.tables import table1, table2, table7, write_table
 
     specs = [s for s in load_runs(args.runs) if s.env == "sudoku"]  # Sudoku's tables
     write_table(table1(specs), args.out, "table1")
+    write_table(table2(specs), args.out, "table2")
     write_table(table7(specs), args.out, "table7")
 
 
 def _report_figures(args) -> None:
-    from esopt.report.figures import figure3
+    from esopt.report.figures import figure3, figure7
     from esopt.report.results import load_runs
 
-    figure3([s for s in load_runs(args.runs) if s.env == "sudoku"], args.out)
+    specs = [s for s in load_runs(args.runs) if s.env == "sudoku"]
+    figure3(specs, args.out)
+    figure7(specs, args.out)
 
 
 def _report_pdf(args) -> None:
@@ -195,6 +210,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", choices=("test", "train"), default="test",
                     help="train: the training problems (rollouts for skill distillation)")
     ev.add_argument("--skill", help="a SKILL.md prepended to the system prompt")
+    rl = stages.add_parser("rl", help="train an RL baseline run (grpo, grpo_b, ppo)")
+    rl.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    rl.add_argument("--out", required=True, help="directory of the kept checkpoints")
+    rl.add_argument("--threads", type=int, default=2)
+    rl.set_defaults(func=_stage_rl)
+    led = stages.add_parser("ledger", help="an ES run's ledger from its generations' files")
+    led.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    led.add_argument("--out", required=True, help="ledger.parquet")
+    led.set_defaults(func=_stage_ledger)
     dist = add("distill", _stage_distill, "Trace2Skill: episodes -> SKILL.md", "checkpoint",
                "out")
     dist.add_argument("--episodes", nargs="+", required=True,

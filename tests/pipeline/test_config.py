@@ -17,7 +17,7 @@ def base_config():
 
 def test_default_config_gives_one_spec_per_horizon_method_seed():
     specs = run_specs(base_config())
-    assert len(specs) == 2 * 3 * 1
+    assert len(specs) == 2 * 6 * 1  # H* x methods (base, 2 ES, 3 RL) x seeds
     esopt = next(s for s in specs if s.method == "esopt" and s.horizon == 2)
     last = esopt.es.generations - 1
     assert esopt.es.sigma.kind == "cosine" and esopt.es.sigma(last) == esopt.es.sigma.sigma_T
@@ -39,6 +39,17 @@ def test_spec_roundtrips_through_json():
         assert RunSpec.from_json(spec.to_json()) == spec
 
 
+def test_rl_methods_train_with_their_decoders_and_steps():
+    specs = {(s.method, s.horizon): s for s in run_specs(base_config())}
+    grpo, grpo_b, ppo = specs[("grpo", 1)], specs[("grpo_b", 1)], specs[("ppo", 1)]
+    assert grpo.train_decoder.temperature == 1.0 and grpo.train_decoder.top_k == 0
+    assert ppo.train_decoder == grpo.train_decoder
+    assert grpo_b.train_decoder == grpo_b.eval_decoder  # GRPO-B samples as it is evaluated
+    assert specs[("esopt", 1)].train_decoder.temperature == 0.7
+    assert grpo.generations == grpo.rl.steps and grpo.kept_generations()[-1] == grpo.rl.steps
+    assert RunSpec.from_json(grpo.to_json()).rl == grpo.rl
+
+
 def test_sigma_by_horizon_overrides_one_horizon():
     cfg = base_config()
     cfg["sudoku"]["sigma_by_horizon"] = {2: {"esopt": {"sigma_0": 7e-4, "sigma_T": 5e-4}}}
@@ -55,6 +66,10 @@ def test_sigma_by_horizon_overrides_one_horizon():
     (lambda c: c["sudoku"].update(horizons=[]), "sudoku.horizons"),
     (lambda c: c["sudoku"]["es"].update(generations=0), "sudoku.es.generations"),
     (lambda c: c["sudoku"]["eval"]["decoder"].update(top_p=0), "sudoku.eval.decoder"),
+    (lambda c: c["sudoku"]["rl"].update(group_size=1), "sudoku.rl"),
+    (lambda c: c["sudoku"]["rl"].update(lr=0.0), "sudoku.rl"),
+    (lambda c: c["sudoku"]["rl"].update(learning_rate=1e-6), "sudoku.rl"),
+    (lambda c: c["sudoku"]["rl"]["train_decoder"].update(top_k=-1), "sudoku.rl.train_decoder"),
     (lambda c: c.update(experiments=["webarena"]), "experiments"),
     (lambda c: c.update(model="no/such/thing/here"), "model"),
 ])

@@ -7,13 +7,15 @@ import pytest
 
 from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
-from esopt.report.tables import table1, table7, to_latex, to_markdown
+from esopt.report.tables import table1, table2, table7, to_latex, to_markdown
 from tests.pipeline.test_config import base_config
+
+RL = ("grpo", "grpo_b", "ppo")
 
 
 def _write_eval(run_dir, generation, per_repeat, peak):
     summary = {"generation": generation, "success_mean": sum(per_repeat) / len(per_repeat),
-               "success_std": 0.0, "per_repeat": per_repeat, "peak_rss_mb": peak}
+               "success_std": 0.0, "per_repeat": per_repeat, "peak_memory_mb": peak}
     table = pa.table({"success": [True]})
     write_parquet_atomic(table, run_dir / "eval" / f"gen{generation:03d}.parquet",
                          {"summary": json.dumps(summary)})
@@ -27,24 +29,55 @@ def specs(tmp_path, monkeypatch):
     cfg["sudoku"]["seeds"] = [0, 1]
     specs = run_specs(cfg)
     monkeypatch.chdir(tmp_path)  # run dirs are relative, as in the workflow
-    rates = {"base": [0.25, 0.25], "vanilla_es": [0.5, 0.25], "esopt": [0.75, 0.5]}
+    rates = {"base": [0.25, 0.25], "vanilla_es": [0.5, 0.25], "esopt": [0.75, 0.5],
+             "grpo": [0.5, 0.5], "grpo_b": [0.5, 0.75], "ppo": [0.0, 0.25]}
     for s in specs:
         per_repeat = rates[s.method] if s.horizon == 1 else [0.0, 0.0]
         _write_eval(tmp_path / s.run_dir, s.generations, per_repeat,
                     peak=1000 + 100 * s.seed + (500 if s.method != "base" else 0))
+        if s.method != "base":  # training ledgers: RL peaks above their evaluations
+            steps = list(range(1, s.generations + 1))
+            write_parquet_atomic(pa.table({
+                "step": steps, "peak_memory_mb": [8000.0 if s.method in RL else 900.0] * len(steps),
+                "flops": [1e12 * (1 + s.seed)] * len(steps), "generate_s": [30.0] * len(steps),
+                "update_s": [60.0 if s.method in RL else 0.0] * len(steps),
+                "load_s": [5.0] * len(steps), "turns": [1.5] * len(steps)}),
+                tmp_path / s.run_dir / "ledger.parquet")
     return specs
 
 
 def test_table1_pools_seeds_and_repeats_and_takes_the_peak_memory(specs):
     header, rows = table1(specs)
-    assert header == ["Method", "Peak mem (RSS)", "H*=1", "H*=2"]
+    assert header == ["Method", "Peak memory", "H*=1", "H*=2"]
     by = {r[0]: r for r in rows}
     # esopt H*=1: per-repeat rates 0.75, 0.5 for each of 2 seeds -> mean 62.5, std 12.5
     assert by["+ Agentic ESOpt"][2] == "62.50±12.50"
     assert by["+ Agentic ESOpt"][3] == "0.00±0.00"
     assert by["Base model"][2] == "25.00±0.00"
     assert by["Base model"][1] == f"{1100 / 1024:.2f}GB"
-    assert by["+ Vanilla ES"][1] == f"{1600 / 1024:.2f}GB"
+    assert by["+ Vanilla ES"][1] == f"{1600 / 1024:.2f}GB"  # an evaluation above its ledger
+    assert by["+ Agentic GRPO †"][1] == f"{8000 / 1024:.2f}GB"  # the training step's peak
+    assert by["+ Agentic GRPO ‡ (GRPO-B)"][2] == "62.50±12.50"
+    assert [r[0] for r in rows][-3:] == ["+ Agentic GRPO †", "+ Agentic GRPO ‡ (GRPO-B)",
+                                         "+ Agentic PPO"]
+
+
+def test_table2_sums_each_runs_ledger_and_averages_seeds(specs):
+    header, rows = table2(specs)
+    assert header == ["Method", "H*=1 FLOPs", "H*=1 Time", "H*=2 FLOPs", "H*=2 Time"]
+    by = {r[0]: r for r in rows}
+    assert "Base model" not in by
+    esopt, grpo = specs_of(specs, "esopt"), specs_of(specs, "grpo")
+    # seeds 0, 1 -> 1e12 and 2e12 FLOPs per update, mean 1.5e12 x updates
+    assert by["Agentic ESOpt"][1] == f"{1.5 * esopt.generations:.2f} TFLOPs"
+    assert by["Agentic GRPO †"][1] == f"{1.5 * grpo.generations:.2f} TFLOPs"
+    # time: load 5 + generate 30 (+ update 60 for RL) seconds per update
+    assert by["Agentic ESOpt"][2] == f"{35 * esopt.generations / 60:.1f} min"
+    assert by["Agentic GRPO †"][2] == f"{95 * grpo.generations / 60:.1f} min"
+
+
+def specs_of(specs, method):
+    return next(s for s in specs if s.method == method)
 
 
 def test_table7_lists_each_es_configuration_once(specs):

@@ -10,6 +10,9 @@ from tests.workflow.conftest import snakemake
 def test_dry_run_of_all_at_the_default_scale(workdir):
     out = snakemake(workdir, "-n", "all").stdout
     assert "evaluate_directions" in out and "report_pdf" in out
+    # 2 H* x 3 RL baselines, each one training job and one evaluation of its last step
+    assert re.search(r"rl_train\s+6\n", out)
+    assert re.search(r"es_ledger\s+4\n", out)
 
 
 def test_dry_run_of_the_smoke_and_paper_scales(workdir):
@@ -17,6 +20,7 @@ def test_dry_run_of_the_smoke_and_paper_scales(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "scale=paper").stdout
     # paper: 3 H* x 2 ES methods x 3 seeds x 100 generations of directions
     assert re.search(r"evaluate_directions\s+1800\n", out)
+    assert re.search(r"rl_train\s+27\n", out)  # 3 H* x 3 RL methods x 3 seeds
     # AHD: 3 problems x 4 methods x 3 seeds
     assert re.search(r"ahd_search\s+36\n", out)
     assert re.search(r"fetch_hub_model\s+1\n", out)
@@ -32,6 +36,9 @@ def test_lint_is_clean(workdir):
     ("sudoku: {sigma: {esopt: {kind: cosine, sigma_0: -1.0e-3, sigma_T: 1.0e-4}}}",
      "sudoku.sigma.esopt: sigma.sigma_0 must be > 0"),
     ("sudoku: {es: {population_size: 1}}", "sudoku.es: population_size (G) must be >= 2"),
+    ("sudoku: {methods: [base, dpo]}", "['sudoku']['methods']"),
+    ("sudoku: {rl: {group_size: 1}}", "['sudoku']['rl']['group_size']"),
+    ("sudoku: {rl: {steps: 0}}", "['sudoku']['rl']['steps']"),
     ("sudoku: {env: chess}", "sudoku.env: env: unknown environment 'chess'"),
     ("scale: huge", "scale: no scale 'huge'"),
     ("sudoku: {sigma: {vanilla_es: {kind: exponential, sigma_0: 1.0e-3}}}",

@@ -13,6 +13,7 @@ import pytest
 from tests.workflow.conftest import BIN, in_process_sha, make_workdir, snakemake
 
 RUN = "results/sudoku/h1/{method}/seed0"
+RL = ("grpo", "grpo_b", "ppo")
 DETERMINISTIC_COLUMNS = ["generation", "direction", "direction_seed", "sign", "sigma", "reward",
                          "success", "task_seeds", "task_rewards", "turns", "prompt_tokens",
                          "completion_tokens"]
@@ -20,8 +21,11 @@ pytestmark = pytest.mark.slow
 
 
 def _final_hashes(wd: Path) -> dict:
-    return {m: json.loads((wd / RUN.format(method=m) / "gen002" / "update.json").read_text())
-            ["sha256"] for m in ("vanilla_es", "esopt")}
+    es = {m: json.loads((wd / RUN.format(method=m) / "gen002" / "update.json").read_text())
+          ["sha256"] for m in ("vanilla_es", "esopt")}
+    rl = {m: json.loads((wd / RUN.format(method=m) / "rl" / "gen002" / "manifest.json")
+                        .read_text())["sha256"] for m in RL}
+    return {**es, **rl}
 
 
 def _reward_tables(wd: Path) -> dict:
@@ -51,8 +55,51 @@ def test_smoke_run_writes_every_artifact(smoke_run):
     table1 = (wd / "results/tables/table1.md").read_text()
     assert "Agentic ESOpt" in table1 and "H*=1" in table1 and "GB" in table1
     assert "cosine" in (wd / "results/tables/table7.md").read_text()
-    for method in ("base", "vanilla_es", "esopt"):
+    for method in ("base", "vanilla_es", "esopt", *RL):
         assert (wd / RUN.format(method=method) / "final" / "eval.parquet").exists()
+
+
+def test_smoke_run_trains_the_rl_baselines_with_ledgers(smoke_run):
+    wd, _ = smoke_run
+    for method in RL:
+        run = wd / RUN.format(method=method)
+        ledger = pq.read_table(run / "ledger.parquet").to_pydict()
+        assert ledger["step"] == [1, 2]
+        assert all(f > 0 for f in ledger["flops_train"]) and all(f > 0 for f in ledger["flops"])
+        assert all(m > 100 for m in ledger["peak_memory_mb"])
+        assert all(t >= 1 for t in ledger["turns"]) and all(s > 0 for s in ledger["update_s"])
+        # steps kept as ES generations: every keep_every-th and the last
+        assert (run / "rl" / "gen002" / "model.safetensors").exists()
+        assert not (run / "rl" / "gen001").exists()
+        manifest = json.loads((run / "rl" / "gen002" / "manifest.json").read_text())
+        assert manifest["config"]["method"] == method and manifest["generation"] == 2
+        trajectories = pq.read_table(run / "trajectories.parquet")
+        assert trajectories.num_rows == 2 * 2 * 2  # steps x tasks x group
+        assert sorted(set(trajectories.column("step").to_pylist())) == [1, 2]
+        evals = pq.read_schema(run / "final" / "eval.parquet").metadata
+        assert json.loads(evals[b"summary"])["checkpoint_sha256"] == manifest["sha256"]
+    es = pq.read_table(wd / RUN.format(method="esopt") / "ledger.parquet").to_pydict()
+    assert es["step"] == [1, 2] and all(f > 0 for f in es["flops"])
+    assert all(t > 0 for t in es["generate_s"]) and all(f == 0 for f in es["flops_train"])
+    # The paper's decoders: GRPO-dagger samples at temperature 1, GRPO-B as it evaluates.
+    grpo = json.loads((wd / RUN.format(method="grpo") / "rl/gen002/manifest.json").read_text())
+    grpo_b = json.loads((wd / RUN.format(method="grpo_b") / "rl/gen002/manifest.json")
+                        .read_text())
+    assert grpo["config"]["train_decoder"]["temperature"] == 1.0
+    assert grpo_b["config"]["train_decoder"] == grpo_b["config"]["eval_decoder"]
+
+
+def test_table2_and_figure7_come_from_the_ledgers(smoke_run):
+    wd, _ = smoke_run
+    header, *rows = (wd / "results/tables/table2.csv").read_text().splitlines()
+    assert header == "Method,H*=1 FLOPs,H*=1 Time"
+    methods = [r.split(",")[0] for r in rows]
+    assert methods == ["Vanilla ES", "Agentic ESOpt", "Agentic GRPO †",
+                       "Agentic GRPO ‡ (GRPO-B)", "Agentic PPO"]
+    assert all("FLOPs" in r.split(",")[1] for r in rows)
+    assert (wd / "results/figures/fig7.png").stat().st_size > 10_000
+    table1 = (wd / "results/tables/table1.md").read_text()
+    assert "Agentic PPO" in table1 and "GRPO-B" in table1
 
 
 def test_smoke_run_includes_the_ahd_tables_and_runs(smoke_run):
@@ -143,4 +190,4 @@ def test_snakemake_report_collects_the_figures(smoke_run):
     wd, _ = smoke_run
     snakemake(wd, "--report", "report.html", "--config", "scale=smoke")
     html = (wd / "report.html").read_text(errors="replace")
-    assert "fig3.pdf" in html and "report.pdf" in html
+    assert "fig3.pdf" in html and "fig7.pdf" in html and "report.pdf" in html

@@ -1,6 +1,7 @@
 import json
 
 from esopt.pipeline.config import TINY_RANDOM
+from esopt.pipeline.spec import ES_METHODS, RL_METHODS
 
 RUN = "results/{exp}/h{h}/{method}/seed{seed}"
 SPEC_BY_RUN = {(s.experiment, str(s.horizon), s.method, str(s.seed)): s for s in SPECS}
@@ -24,6 +25,10 @@ UPDATE_SHELL = (
 )
 
 
+ES_METHOD = "|".join(ES_METHODS)
+RL_METHOD = "|".join(RL_METHODS)
+
+
 wildcard_constraints:
     exp="[a-z_]+",
     problem="[a-z_]+",
@@ -42,10 +47,19 @@ def spec_json(wildcards):
 
 
 def checkpoint_dir(spec, generation):
-    """Checkpoint directory of `generation` of a run (0 = the base model)."""
+    """Checkpoint directory of `generation` of a run (0 = the base model; RL runs: step)."""
     if generation == 0:
         return spec.model
+    if spec.method in RL_METHODS:
+        return f"{spec.run_dir}/rl/gen{generation:03d}"
     return f"{spec.run_dir}/gen{generation:03d}/checkpoint"
+
+
+def checkpoint_input(spec, generation):
+    """What produces that checkpoint: an RL run writes all its kept ones in one job."""
+    if generation > 0 and spec.method in RL_METHODS:
+        return f"{spec.run_dir}/rl"
+    return checkpoint_dir(spec, generation)
 
 
 def eval_generations(spec):
@@ -60,11 +74,12 @@ def eval_generations(spec):
 SUDOKU_SPECS = [s for s in SPECS if s.env == "sudoku"]
 TABLES = [
     f"results/tables/{t}.{ext}"
-    for t in ("table1", "table7")
+    for t in ("table1", "table2", "table7")
     for ext in ("csv", "md", "tex")
     if SUDOKU_SPECS
 ]
-FIGURES = [f"results/figures/fig3.{ext}" for ext in ("pdf", "png") if SUDOKU_SPECS]
+FIGURES = [f"results/figures/{f}.{ext}" for f in ("fig3", "fig7") for ext in ("pdf", "png")
+           if SUDOKU_SPECS]
 AHD_TABLES = [
     f"results/tables/{t}.{ext}"
     for t in ("table5", "table13", "table17", "table18")
@@ -91,8 +106,7 @@ def report_inputs(wildcards):
     specs = SUDOKU_SPECS
     inputs = [f"{s.run_dir}/final/eval.parquet" for s in specs]
     inputs += [f"{s.run_dir}/eval/gen{g:03d}.parquet" for s in specs for g in eval_generations(s)]
-    inputs += [f"{s.run_dir}/gen{g:03d}/rewards.parquet" for s in specs for g in range(s.generations)]
-    inputs += [f"{s.run_dir}/gen{g:03d}/update.json" for s in specs for g in range(1, s.generations + 1)]
+    inputs += [f"{s.run_dir}/ledger.parquet" for s in specs if s.generations]
     return inputs
 
 
@@ -109,7 +123,18 @@ def update_input(wildcards):
 
 
 def eval_input(wildcards):
+    return checkpoint_input(spec_of(wildcards), int(wildcards.gen))
+
+
+def eval_checkpoint(wildcards):
     return checkpoint_dir(spec_of(wildcards), int(wildcards.gen))
+
+
+def es_ledger_input(wildcards):
+    spec = spec_of(wildcards)
+    return [f"{spec.run_dir}/gen{g:03d}/rewards.parquet" for g in range(spec.generations)] + [
+        f"{spec.run_dir}/gen{g:03d}/update.json" for g in range(1, spec.generations + 1)
+    ]
 
 
 def final_eval_input(wildcards):

@@ -1,4 +1,6 @@
 rule evaluate_directions:
+    wildcard_constraints:
+        method=ES_METHOD,
     input:
         directions_input,
     output:
@@ -19,6 +21,8 @@ rule evaluate_directions:
 
 
 rule reduce_rewards:
+    wildcard_constraints:
+        method=ES_METHOD,
     input:
         f"{RUN}/gen{{gen}}/directions.done.json",
     output:
@@ -43,6 +47,7 @@ rule update_kept:
         record=f"{RUN}/gen{{gen}}/update.json",
     wildcard_constraints:
         gen=KEPT_GEN,
+        method=ES_METHOD,
     params:
         spec=spec_json,
         parent=lambda w: int(w.gen) - 1,
@@ -66,6 +71,7 @@ rule update_temp:
         record=f"{RUN}/gen{{gen}}/update.json",
     wildcard_constraints:
         gen=f"(?!{KEPT_GEN})[0-9]{{3}}",
+        method=ES_METHOD,
     params:
         spec=spec_json,
         parent=lambda w: int(w.gen) - 1,
@@ -78,3 +84,20 @@ rule update_temp:
         f"benchmarks/{RUN}/gen{{gen}}/update.tsv"
     shell:
         UPDATE_SHELL
+
+
+rule es_ledger:
+    wildcard_constraints:
+        method=ES_METHOD,
+    input:
+        es_ledger_input,
+    output:
+        f"{RUN}/ledger.parquet",
+    params:
+        spec=spec_json,
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/{RUN}/ledger.log",
+    shell:
+        "esopt stage ledger --spec {params.spec:q} --out {output} > {log} 2>&1"

@@ -5,6 +5,7 @@ rule evaluate_checkpoint:
         f"{RUN}/eval/gen{{gen}}.parquet",
     params:
         spec=spec_json,
+        checkpoint=eval_checkpoint,
     threads: EVAL_THREADS
     conda:
         "../../envs/esopt.yaml"
@@ -14,7 +15,7 @@ rule evaluate_checkpoint:
         f"benchmarks/{RUN}/eval/gen{{gen}}.tsv"
     shell:
         "esopt stage eval --spec {params.spec:q} --generation {wildcards.gen} "
-        "--checkpoint {input} --out {output} > {log} 2>&1"
+        "--checkpoint {params.checkpoint} --out {output} > {log} 2>&1"
 
 
 rule final_eval:

@@ -34,6 +34,9 @@ if SUDOKU_SPECS:
         output:
             pdf=report("results/figures/fig3.pdf", caption="../report/fig3.rst", category="Sudoku"),
             png="results/figures/fig3.png",
+            fig7_pdf=report("results/figures/fig7.pdf", caption="../report/fig7.rst",
+                            category="Sudoku"),
+            fig7_png="results/figures/fig7.png",
         conda:
             "../../envs/esopt.yaml"
         log:

@@ -38,13 +38,14 @@ rule distill_skill:
 
 rule skill_eval:
     input:
-        checkpoint=lambda w: checkpoint_dir(spec_of(w), spec_of(w).generations),
+        checkpoint=lambda w: checkpoint_input(spec_of(w), spec_of(w).generations),
         skill="results/{exp}/h{h}/{method}/seed{seed}/skill/SKILL.md",
     output:
         "results/{exp}/h{h}/{method}/seed{seed}/skill/eval.parquet",
     params:
         spec=spec_json,
         gen=lambda w: spec_of(w).generations,
+        checkpoint=lambda w: checkpoint_dir(spec_of(w), spec_of(w).generations),
     threads: EVAL_THREADS
     conda:
         "../../envs/esopt.yaml"
@@ -52,7 +53,7 @@ rule skill_eval:
         "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/eval.log",
     shell:
         "esopt stage eval --spec {params.spec:q} --generation {params.gen} "
-        "--checkpoint {input.checkpoint} --skill {input.skill} --out {output} > {log} 2>&1"
+        "--checkpoint {params.checkpoint} --skill {input.skill} --out {output} > {log} 2>&1"
 
 
 rule math_report:

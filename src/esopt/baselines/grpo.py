@@ -23,8 +23,9 @@ import torch
 
 from esopt.agent.rollout import run_episodes
 from esopt.backends.base import SamplingParams
+from esopt.baselines.scoring import prefix_shared_forward
 from esopt.envs.base import make_env
-from esopt.runtime.ledger import ModelShape, forward_flops, training_flops
+from esopt.runtime.ledger import ModelShape, forward_flops, rollout_flops
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class GRPOConfig:
     lr: float = 1e-6
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    micro_batch: int = 4
+    micro_batch: int = 8
     """Sequences per forward/backward; gradients accumulate over the step's batch, so the
     update is the same and peak memory stays bounded (full-vocabulary logits dominate)."""
     train_decoder: SamplingParams = field(
@@ -109,16 +110,11 @@ def build_batch(tokenizer, samples: list[tuple[str, str, float]]) -> TokenBatch:
     return TokenBatch(ids, attn, loss, adv)
 
 
-def logprobs_of(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
-    """log pi(token_t | tokens_<t) for t >= 1 from the model's logits, (B, L-1)."""
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-    return logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-
-
 def token_logprobs(model, batch: TokenBatch) -> torch.Tensor:
-    """log pi(token_t | tokens_<t) for t >= 1, (B, L-1)."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    return logprobs_of(logits, batch.input_ids)
+    """log pi(token_t | tokens_<t) for t >= 1, (B, L-1); zero inside the shared prompt
+    prefix (see esopt.baselines.scoring)."""
+    return prefix_shared_forward(model, batch.input_ids, batch.attention_mask,
+                                 batch.loss_mask)[0]
 
 
 @torch.no_grad()
@@ -175,6 +171,8 @@ class PolicyTrainer:
             p.requires_grad_(True)
         self.shape = ModelShape.of(self.model)
         self.steps = 0
+        self.last_episodes: list = []
+        """The rollouts of the last step (the run's trajectories)."""
 
     def rollouts(self, env: str, env_kwargs: dict, task_seeds: list[int], repeats: int):
         """Each task played `repeats` times (consecutive), with this step's sampling seed."""
@@ -210,17 +208,21 @@ class GRPOTrainer(PolicyTrainer):
         return out, rewards
 
     def step(self, env: str, env_kwargs: dict, task_seeds: list[int]) -> dict:
-        """One GRPO update from fresh group rollouts on `task_seeds`."""
+        """One GRPO update from fresh group rollouts on `task_seeds`.
+
+        One optimisation pass per batch of rollouts, so pi_old is the current policy: the
+        ratio is 1 in value (its gradient is the policy gradient) and pi_old needs no
+        scoring pass of its own; clipping matters only for multi-pass variants.
+        """
         cfg = self.cfg
         t0 = time.perf_counter()
-        episodes = self.rollouts(env, env_kwargs, task_seeds, cfg.group_size)
+        episodes = self.last_episodes = self.rollouts(env, env_kwargs, task_seeds,
+                                                      cfg.group_size)
         t_gen = time.perf_counter() - t0
         samples, rewards = self.samples(episodes)
         batch = build_batch(self.policy.tokenizer, samples)
         n_tokens = float(batch.loss_mask[:, 1:].sum())
         t1 = time.perf_counter()
-        self.model.eval()
-        old = chunked_logprobs(self.model, batch, cfg.micro_batch)
         ref = chunked_logprobs(self.reference, batch, cfg.micro_batch)
         t_score = time.perf_counter() - t1
         self.model.train()
@@ -229,7 +231,7 @@ class GRPOTrainer(PolicyTrainer):
         for rows, chunk in batch.chunks(cfg.micro_batch):
             width = chunk.input_ids.shape[1] - 1
             new = token_logprobs(self.model, chunk)
-            loss, part = grpo_loss(new, old[rows, :width], ref[rows, :width], chunk.advantages,
+            loss, part = grpo_loss(new, new.detach(), ref[rows, :width], chunk.advantages,
                                    chunk.loss_mask[:, 1:], cfg.clip_eps, cfg.beta,
                                    normaliser=n_tokens)
             loss.backward()
@@ -238,7 +240,7 @@ class GRPOTrainer(PolicyTrainer):
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
         self.optimizer.step()
         self.finish_step()
-        flops = step_flops(self.shape, episodes, batch)
+        flops = step_flops(self.shape, episodes, batch, score_passes=1)
         return {"step": self.steps, "loss": loss_sum, "grad_norm": float(grad_norm),
                 **episode_stats(episodes), "reward_mean": float(rewards.mean()),
                 "tokens": batch.completion_tokens, "generate_s": t_gen, "score_s": t_score,
@@ -247,15 +249,16 @@ class GRPOTrainer(PolicyTrainer):
                 **stats}
 
 
-def step_flops(shape: ModelShape, episodes, batch: TokenBatch) -> dict:
-    """FLOPs of an RL step by phase: generating the rollouts (KV cache), re-scoring them
-    with the policy and the reference, and one forward + backward for the update."""
-    lengths = batch.attention_mask.sum(dim=1).tolist()
+def step_flops(shape: ModelShape, episodes, batch: TokenBatch, score_passes: int) -> dict:
+    """FLOPs of an RL step by phase: generating the rollouts, `score_passes` no-gradient
+    passes over the batch (the reference; PPO also the old values), and one forward +
+    backward (3x a forward) for the update. Nominal counts, as the paper's: every sequence
+    in full, whatever prefix sharing saves (ES rollouts are counted the same way)."""
+    forward = sum(forward_flops(shape, n, 0) for n in batch.attention_mask.sum(dim=1).tolist())
     return {
-        "generate": sum(forward_flops(shape, t.prompt_tokens, t.completion_tokens)
-                        for e in episodes for t in e.turns),
-        "score": 2 * sum(forward_flops(shape, n, 0) for n in lengths),
-        "train": sum(training_flops(shape, n) for n in lengths),
+        "generate": rollout_flops(shape, episodes),
+        "score": score_passes * forward,
+        "train": 3.0 * forward,
     }
 
 

@@ -24,9 +24,9 @@ from esopt.baselines.grpo import (
     build_batch,
     chunked_logprobs,
     episode_stats,
-    logprobs_of,
     step_flops,
 )
+from esopt.baselines.scoring import prefix_shared_forward
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class PPOConfig:
     lr: float = 1e-6
     value_lr: float = 1e-4
     max_grad_norm: float = 1.0
-    micro_batch: int = 4
+    micro_batch: int = 8
     """Sequences per forward/backward (gradients accumulate, as in GRPOConfig)."""
     episodes_per_task: int = 1
     train_decoder: SamplingParams = field(
@@ -88,12 +88,10 @@ class ValueHead(torch.nn.Module):
 
 
 def _logprobs_and_values(model, head, batch: TokenBatch):
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                output_hidden_states=True)
-    logp = logprobs_of(out.logits, batch.input_ids)
     # The value of the state before predicting token t+1 sits at position t.
-    values = head(out.hidden_states[-1][:, :-1].float())
-    return logp, values
+    logp, hidden = prefix_shared_forward(model, batch.input_ids, batch.attention_mask,
+                                         batch.loss_mask, hidden=True)
+    return logp, head(hidden)
 
 
 class PPOTrainer(PolicyTrainer):
@@ -111,7 +109,8 @@ class PPOTrainer(PolicyTrainer):
         """One PPO update from fresh rollouts on `task_seeds`."""
         cfg = self.cfg
         t0 = time.perf_counter()
-        episodes = self.rollouts(env, env_kwargs, task_seeds, cfg.episodes_per_task)
+        episodes = self.last_episodes = self.rollouts(env, env_kwargs, task_seeds,
+                                                      cfg.episodes_per_task)
         t_gen = time.perf_counter() - t0
         samples, owners = [], []
         for k, ep in enumerate(episodes):
@@ -157,7 +156,7 @@ class PPOTrainer(PolicyTrainer):
                                        cfg.max_grad_norm)
         self.optimizer.step()
         self.finish_step()
-        flops = step_flops(self.shape, episodes, batch)
+        flops = step_flops(self.shape, episodes, batch, score_passes=2)
         return {"step": self.steps, "loss": loss_sum, "value_loss": v_loss_sum,
                 **episode_stats(episodes), "tokens": batch.completion_tokens,
                 "generate_s": t_gen, "score_s": t_score,

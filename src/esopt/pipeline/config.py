@@ -12,7 +12,14 @@ from esopt.backends.base import SamplingParams
 from esopt.envs.base import make_env
 from esopt.es.strategy import ESConfig
 from esopt.models import EMBEDDED_MODELS
-from esopt.pipeline.spec import METHODS, TRAINED_METHODS, RunSpec, horizon_kwargs, sigma_schedule
+from esopt.pipeline.spec import (
+    ES_METHODS,
+    METHODS,
+    RLConfig,
+    RunSpec,
+    horizon_kwargs,
+    sigma_schedule,
+)
 
 TINY_RANDOM = "tiny-random"  # a random small Llama with SmolLM2's tokenizer (smoke scale)
 
@@ -82,11 +89,18 @@ def _experiment_specs(name: str, exp: dict, config: dict, base_model: str) -> li
     if generations < 1:
         raise ConfigError(f"{name}.es.generations must be >= 1, got {generations}")
     eval_cfg = exp.get("eval", {})
+    rl_cfg = dict(exp.get("rl", {}))
+    rl_decoder = _decoder(rl_cfg.pop("train_decoder", {"temperature": 1.0}),
+                          f"{name}.rl.train_decoder")
+    rl = _check(f"{name}.rl", lambda: RLConfig(**rl_cfg))
+    eval_decoder = _decoder(eval_cfg.get("decoder", {}), f"{name}.eval.decoder")
+    train_decoder = _decoder(exp.get("train_decoder", {}), f"{name}.train_decoder")
+    # What each method samples its training rollouts with (see esopt.pipeline.spec).
+    decoders = {"grpo": rl_decoder, "ppo": rl_decoder, "grpo_b": eval_decoder}
     shared = dict(
         experiment=name, env=env, env_options=env_options, model=base_model,
         tasks_per_direction=es.get("tasks_per_direction", 8),
-        train_decoder=_decoder(exp.get("train_decoder", {}), f"{name}.train_decoder"),
-        eval_decoder=_decoder(eval_cfg.get("decoder", {}), f"{name}.eval.decoder"),
+        eval_decoder=eval_decoder, rl=rl,
         eval_tasks=eval_cfg.get("tasks", 32), eval_repeats=eval_cfg.get("repeats", 1),
         keep_every=es.get("keep_every", 10),
         eval_env_options=dict(eval_cfg.get("env_options", {})),
@@ -96,6 +110,7 @@ def _experiment_specs(name: str, exp: dict, config: dict, base_model: str) -> li
     specs = []
     for h in horizons:
         for method in methods:
+            decoder = decoders.get(method, train_decoder)
             schedule = _check(f"{name}.sigma.{method}", lambda h=h, m=method: sigma_schedule(
                 _sigma_config(exp, h, m), generations))
             for seed in exp.get("seeds", [0]):
@@ -105,13 +120,14 @@ def _experiment_specs(name: str, exp: dict, config: dict, base_model: str) -> li
                     shaping=es.get("shaping", "zscore"),
                     antithetic=es.get("antithetic", False), run_seed=seed))
                 specs.append(_check(name, lambda kw=dict(
-                    horizon=h, method=method, seed=seed, es=es_config): RunSpec(**shared, **kw)))
+                    horizon=h, method=method, seed=seed, es=es_config,
+                    train_decoder=decoder): RunSpec(**shared, **kw)))
     return specs
 
 
 def _sigma_config(exp: dict, horizon: int, method: str) -> dict:
     """The method's schedule with its per-H* override; `base` never perturbs."""
-    if method not in TRAINED_METHODS:
+    if method not in ES_METHODS:
         return {"kind": "constant", "sigma_0": 1e-3}
     cfg = exp.get("sigma", {}).get(method, {"kind": "constant", "sigma_0": 1e-3})
     return {**cfg, **exp.get("sigma_by_horizon", {}).get(horizon, {}).get(method, {})}

@@ -14,11 +14,40 @@ from esopt.backends.base import SamplingParams
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ESConfig
 
-METHODS = ("base", "vanilla_es", "esopt")
+ES_METHODS = ("vanilla_es", "esopt")
+# Agentic RL baselines: GRPO-dagger trains at temperature 1 (top-p 1, no top-k) and
+# evaluates with the evaluation decoder, as the paper's Figure 7; GRPO-B (double dagger,
+# "the stronger GRPO") trains with the evaluation decoder, as ESOpt does: the paper does
+# not say what separates its two GRPO rows, this is our choice. PPO trains as GRPO-dagger.
+RL_METHODS = ("grpo", "grpo_b", "ppo")
+METHODS = ("base", *ES_METHODS, *RL_METHODS)
 # The env option a run's horizon sets: Sudoku's H* is its number of blanks; the math
 # agent's horizon is its turn limit.
 HORIZON_OPTION = {"sudoku": "blanks", "math_tool": "max_turns"}
-TRAINED_METHODS = ("vanilla_es", "esopt")
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """Settings of an RL baseline run; a step's batch is tasks_per_step x group_size
+    episodes (GRPO's group; PPO plays each task group_size times too)."""
+
+    steps: int = 2
+    tasks_per_step: int = 2
+    group_size: int = 4
+    lr: float = 1e-6
+    beta: float = 1e-3
+    clip_eps: float = 0.2
+    micro_batch: int = 8
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "tasks_per_step", "micro_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 (GRPO advantages are within groups), "
+                             f"got {self.group_size}")
+        if not (self.lr > 0 and self.beta >= 0 and 0 < self.clip_eps < 1):
+            raise ValueError(f"need lr > 0, beta >= 0, 0 < clip_eps < 1; got {self}")
 
 
 @dataclass(frozen=True)
@@ -43,6 +72,8 @@ class RunSpec:
     serving_dtype: str = "float32"
     eval_env_options: dict = field(default_factory=dict)
     """Options merged over env_options for held-out evaluation (e.g. the test data file)."""
+    rl: RLConfig = field(default_factory=RLConfig)
+    """Used by the RL methods only (train_decoder is then the RL training decoder)."""
     runtime: dict = field(default_factory=dict)
     """Fan-out settings (cluster, workers, threads_per_worker, timeout_min); not part of
     the experiment's identity, but recorded."""
@@ -59,7 +90,10 @@ class RunSpec:
 
     @property
     def generations(self) -> int:
-        return 0 if self.method == "base" else self.es.generations
+        """Updates of the run: ES generations, RL steps, none for the base model."""
+        if self.method in RL_METHODS:
+            return self.rl.steps
+        return self.es.generations if self.method in ES_METHODS else 0
 
     @property
     def run_dir(self) -> str:
@@ -85,6 +119,7 @@ class RunSpec:
     def from_json(cls, text: str) -> RunSpec:
         d = json.loads(text)
         d["es"] = ESConfig.from_dict(d["es"])
+        d["rl"] = RLConfig(**d.get("rl", {}))
         d["train_decoder"] = SamplingParams(**{**d["train_decoder"],
                                                "stop": tuple(d["train_decoder"]["stop"])})
         d["eval_decoder"] = SamplingParams(**{**d["eval_decoder"],

@@ -32,7 +32,8 @@ from esopt.es.strategy import ES
 from esopt.pipeline.spec import RunSpec
 from esopt.runtime.checkpoint import checkpoint_sha256
 from esopt.runtime.fanout import map_shards
-from esopt.runtime.memory import peak_rss_mb
+from esopt.runtime.ledger import ModelShape, rollout_flops
+from esopt.runtime.memory import peak_memory_mb, peak_rss_mb
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,13 @@ def train_tasks(spec: RunSpec, generation: int) -> list[int]:
 
 
 def score_direction(policy, spec: RunSpec, generation: int, direction):
-    """The episodes of one perturbed policy on the generation's shared tasks."""
+    """The episodes of one perturbed policy on the generation's shared tasks, and the
+    seconds spent generating them (the rest of the direction's time is noise)."""
     with policy.perturbed(direction):
-        return run_episodes(policy, lambda: make_env(spec.env, **spec.env_kwargs),
-                            train_tasks(spec, generation), train_sampling(spec, generation))
+        t0 = time.perf_counter()
+        episodes = run_episodes(policy, lambda: make_env(spec.env, **spec.env_kwargs),
+                                train_tasks(spec, generation), train_sampling(spec, generation))
+        return episodes, time.perf_counter() - t0
 
 
 def direction_reward(episodes) -> float:
@@ -92,6 +96,7 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
     es = ES(spec.es)
     directions = es.ask(es.state_at(generation))
     worker = f"{socket.gethostname()}:{os.getpid()}"
+    shape = ModelShape.of(policy.model)
     for i in todo:
         # Fault injection for the fault-handling tests: a crash, or a slow direction.
         if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):
@@ -99,10 +104,12 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
         time.sleep(float(os.environ.get("ESOPT_DIRECTION_DELAY_S", 0)))
         d = directions[i]
         t0 = time.perf_counter()
-        episodes = score_direction(policy, spec, generation, d)
+        episodes, generate_s = score_direction(policy, spec, generation, d)
         extra = {"generation": generation, "direction": i, "direction_seed": d.seed,
                  "sign": d.sign, "sigma": d.sigma, "worker": worker,
-                 "direction_wall_s": time.perf_counter() - t0, "peak_rss_mb": peak_rss_mb(),
+                 "direction_wall_s": time.perf_counter() - t0, "generate_s": generate_s,
+                 "flops": rollout_flops(shape, episodes), "peak_rss_mb": peak_rss_mb(),
+                 "peak_memory_mb": peak_memory_mb(),
                  "worker_load_s": load_s, "worker_shard": list(indices)}
         write_parquet_atomic(episodes_table(episodes, extra), direction_path(out_dir, i),
                              metadata={"config": spec.to_json()})
@@ -165,7 +172,8 @@ def reduce_rewards(spec: RunSpec, generation: int, directions_dir: str, out: str
             "completion_tokens": int(np.sum(t["completion_tokens"])),
             "wall_s": t["direction_wall_s"][0], "worker": t["worker"][0],
             "worker_load_s": t["worker_load_s"][0], "worker_shard": t["worker_shard"][0],
-            "peak_rss_mb": t["peak_rss_mb"][0],
+            "peak_rss_mb": t["peak_rss_mb"][0], "peak_memory_mb": t["peak_memory_mb"][0],
+            "generate_s": t["generate_s"][0], "flops": float(t["flops"][0]),
         })
     table = pa.Table.from_pylist(rows)
     write_parquet_atomic(table, out, metadata={"config": spec.to_json()})
@@ -198,7 +206,7 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         "sigma": update.sigma, "alpha": update.alpha, "scale": update.scale,
         "rewards": list(table["reward"]), "config": json.loads(spec.to_json()),
         "update_wall_s": time.perf_counter() - t0, "load_s": load_s,
-        "peak_rss_mb": peak_rss_mb(),
+        "peak_rss_mb": peak_rss_mb(), "peak_memory_mb": peak_memory_mb(),
     }
     return policy.save(out_dir, manifest)
 
@@ -234,6 +242,7 @@ def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: st
     summary_d = {**info, "success_mean": summary.success_mean,
                  "success_std": summary.success_std, "reward_mean": summary.reward_mean,
                  "per_repeat": list(summary.per_repeat), "peak_rss_mb": peak_rss_mb(),
+                 "peak_memory_mb": peak_memory_mb(),
                  "wall_s": time.perf_counter() - t0, "load_s": load_s,
                  "checkpoint_sha256": checkpoint_sha256(checkpoint)}
     write_parquet_atomic(table, out, metadata={"config": spec.to_json(),

@@ -1,4 +1,5 @@
-"""Figure 3: final Sudoku success by H* (a) and evaluation curves along training (b)."""
+"""Figure 3: final Sudoku success by H* (a) and evaluation curves along training (b);
+Figure 7 (right): turns per training episode along training, RL vs ES."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from esopt.pipeline.spec import RunSpec  # noqa: E402
-from esopt.report.results import eval_curve  # noqa: E402
+from esopt.pipeline.spec import RL_METHODS, RunSpec  # noqa: E402
+from esopt.report.results import eval_curve, ledger  # noqa: E402
 from esopt.report.tables import METHOD_LABELS, _by_method, success_stats  # noqa: E402
 
-COLORS = {"base": "#8c8c8c", "vanilla_es": "#4c72b0", "esopt": "#dd8452"}
+COLORS = {"base": "#8c8c8c", "vanilla_es": "#4c72b0", "esopt": "#dd8452", "grpo": "#55a868",
+          "grpo_b": "#2f6b3c", "ppo": "#c44e52"}
 
 
 def figure3(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
@@ -37,9 +39,12 @@ def figure3(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
                 finals[(method, h)] = mean
         ax.bar(xs, means, width, yerr=stds, capsize=3, label=METHOD_LABELS[method].lstrip("+ "),
                color=COLORS[method])
+    # ESOpt's difference from the stronger RL result (from the best other method when no
+    # RL method ran), as the paper's red/green annotations.
+    rivals = [m for m in by_method if m in RL_METHODS] or [m for m in by_method if m != "esopt"]
     if "esopt" in by_method:
         for i, h in enumerate(horizons):
-            others = [v for (m, hh), v in finals.items() if hh == h and m != "esopt"]
+            others = [v for (m, hh), v in finals.items() if hh == h and m in rivals]
             if (("esopt", h) in finals) and others:
                 delta = finals[("esopt", h)] - max(others)
                 ax.annotate(f"{delta:+.1f}", (i, -0.12), xycoords=("data", "axes fraction"),
@@ -70,11 +75,42 @@ def figure3(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
         axc.set_title(f"({chr(ord('b') + i)}) H*={h}")
         axc.set_ylim(0, 100)
         axc.set_ylabel("held-out success (x100)")
-        axc.set_xlabel("generation")
+        axc.set_xlabel("update (ES generation / RL step)")
         axc.legend(fontsize=7)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "fig3.pdf", out / "fig3.png"]
+    fig.savefig(paths[0])
+    fig.savefig(paths[1], dpi=150)
+    plt.close(fig)
+    return paths
+
+
+def figure7(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
+    """Turns used per training episode at each update (ES: over all directions of the
+    generation; RL: over the step's rollouts), one panel per H*, with the minimum H* and
+    the 3H* turn budget marked. Writes fig7.pdf and fig7.png."""
+    horizons = sorted({s.horizon for s in specs})
+    trained = {m: runs for m, runs in _by_method(specs).items() if m != "base"}
+    fig, axes = plt.subplots(1, len(horizons), figsize=(0.5 + 3.4 * len(horizons), 3.2),
+                             constrained_layout=True, squeeze=False)
+    for ax, h in zip(axes[0], horizons, strict=True):
+        for method, runs in trained.items():
+            for k, s in enumerate(r for r in runs if r.horizon == h):
+                rows = ledger(s)
+                ax.plot(rows["step"], rows["turns"], marker="o", ms=3, color=COLORS[method],
+                        label=METHOD_LABELS[method].lstrip("+ ") if k == 0 else None)
+        budget = max((s.env_kwargs.get("max_turns") or 3 * h) for s in specs if s.horizon == h)
+        ax.axhline(h, color="black", ls=":", lw=1, label="minimum (H*)")
+        ax.axhline(budget, color="black", ls="--", lw=1, label="turn budget")
+        ax.set_ylim(0, budget + 1)
+        ax.set_title(f"H*={h}")
+        ax.set_xlabel("update (ES generation / RL step)")
+        ax.set_ylabel("turns per training episode")
+        ax.legend(fontsize=7)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "fig7.pdf", out / "fig7.png"]
     fig.savefig(paths[0])
     fig.savefig(paths[1], dpi=150)
     plt.close(fig)

@@ -58,7 +58,8 @@ def _figure_page(pdf: PdfPages, title: str, png: Path, caption: str) -> None:
 
 def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                  out: str | Path, header: str = "") -> Path:
-    """Assemble Table 1, Table 7, Figure 3 (and the AHD tables when present) into one PDF."""
+    """Assemble Tables 1, 2, 7, Figures 3, 7 (and the math and AHD pages when present)
+    into one PDF."""
     tables, figures, captions, out = map(Path, (tables, figures, captions, out))
     out.parent.mkdir(parents=True, exist_ok=True)
     with PdfPages(out) as pdf:
@@ -70,10 +71,14 @@ def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
         if (tables / "table1.csv").exists():  # present when the Sudoku experiment ran
             _table_page(pdf, "Table 1: Agentic Sudoku success by H*", tables / "table1.csv",
                         _caption(captions, "table1"))
+            _table_page(pdf, "Table 2: training compute and wall time", tables / "table2.csv",
+                        _caption(captions, "table2"))
             _table_page(pdf, "Table 7: ES configurations", tables / "table7.csv",
                         _caption(captions, "table7"))
             _figure_page(pdf, "Figure 3: Agentic Sudoku by H*", figures / "fig3.png",
                          _caption(captions, "fig3"))
+            _figure_page(pdf, "Figure 7 (right): realized horizon during training",
+                         figures / "fig7.png", _caption(captions, "fig7"))
         if (tables / "table3.csv").exists():  # present when a math experiment ran
             _table_page(pdf, "Table 3: math with a tool (Mean@k, Pass@k)",
                         tables / "table3.csv", _caption(captions, "table3"))

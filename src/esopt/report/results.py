@@ -46,13 +46,20 @@ def eval_curve(spec: RunSpec, specs: Iterable[RunSpec]) -> list[tuple[int, float
 
 
 def peak_memory_mb(spec: RunSpec) -> float:
-    """Largest peak RSS of any job of the run (directions, updates, evaluations)."""
-    peaks = [eval_summary(p)["peak_rss_mb"] for p in Path(spec.run_dir, "eval").glob("*.parquet")]
-    for g in range(spec.generations):
-        rewards = Path(spec.run_dir) / f"gen{g:03d}" / "rewards.parquet"
-        if rewards.exists():
-            peaks += pq.read_table(rewards, columns=["peak_rss_mb"]).column(0).to_pylist()
-        record = Path(spec.run_dir) / f"gen{g + 1:03d}" / "update.json"
-        if record.exists():
-            peaks.append(json.loads(record.read_text())["peak_rss_mb"])
+    """Largest peak memory of any job of the run: its ledger (training: ES directions and
+    updates, RL steps) and its evaluations."""
+    peaks = [eval_summary(p)["peak_memory_mb"]
+             for p in Path(spec.run_dir, "eval").glob("*.parquet")]
+    ledger = ledger_path(spec)
+    if ledger.exists():
+        peaks += pq.read_table(ledger, columns=["peak_memory_mb"]).column(0).to_pylist()
     return max(peaks) if peaks else float("nan")
+
+
+def ledger_path(spec: RunSpec) -> Path:
+    return Path(spec.run_dir) / "ledger.parquet"
+
+
+def ledger(spec: RunSpec) -> dict[str, list]:
+    """The run's ledger as columns (one row per ES generation or RL step)."""
+    return pq.read_table(ledger_path(spec)).to_pydict()

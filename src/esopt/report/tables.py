@@ -1,4 +1,5 @@
-"""Table 1 (success by H* with measured memory) and Table 7 (ES configurations used)."""
+"""Table 1 (success by H* with measured memory), Table 2 (training FLOPs and time of the
+trained methods, from their ledgers) and Table 7 (ES configurations used)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from esopt.pipeline.spec import METHODS, RunSpec
-from esopt.report.results import final_summary, peak_memory_mb
+from esopt.pipeline.spec import ES_METHODS, METHODS, RunSpec
+from esopt.report.results import final_summary, ledger, peak_memory_mb
 
-METHOD_LABELS = {"base": "Base model", "vanilla_es": "+ Vanilla ES", "esopt": "+ Agentic ESOpt"}
+METHOD_LABELS = {"base": "Base model", "vanilla_es": "+ Vanilla ES", "esopt": "+ Agentic ESOpt",
+                 "grpo": "+ Agentic GRPO †", "grpo_b": "+ Agentic GRPO ‡ (GRPO-B)",
+                 "ppo": "+ Agentic PPO"}
 
 Table = tuple[list[str], list[list[str]]]  # header, rows
 
@@ -30,7 +33,7 @@ def success_stats(specs: list[RunSpec]) -> tuple[float, float, int]:
 def table1(specs: list[RunSpec]) -> Table:
     """Rows: methods; columns: peak memory, then success (x100) per H*."""
     horizons = sorted({s.horizon for s in specs})
-    header = ["Method", "Peak mem (RSS)"] + [f"H*={h}" for h in horizons]
+    header = ["Method", "Peak memory"] + [f"H*={h}" for h in horizons]
     rows = []
     for method, runs in _by_method(specs).items():
         mem_gb = max(peak_memory_mb(s) for s in runs) / 1024
@@ -38,10 +41,54 @@ def table1(specs: list[RunSpec]) -> Table:
         for h in horizons:
             at_h = [s for s in runs if s.horizon == h]
             if at_h:
-                mean, std, _ = success_stats(at_h)
-                cells.append(f"{mean:.2f}±{std:.2f}")
+                mean, std, n = success_stats(at_h)
+                # One seed x one repeat has no spread to report.
+                cells.append(f"{mean:.2f}±{std:.2f}" if n > 1 else f"{mean:.2f}")
             else:
                 cells.append("–")
+        rows.append(cells)
+    return header, rows
+
+
+def si(value: float, unit: str) -> str:
+    """1.2e15 -> '1.20 P<unit>'."""
+    for exp, prefix in ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M")):
+        if abs(value) >= 10 ** exp:
+            return f"{value / 10 ** exp:.2f} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+TIME_COLUMNS = ("load_s", "generate_s", "noise_s", "score_s", "update_s", "save_s")
+
+
+def training_cost(spec: RunSpec) -> tuple[float, float]:
+    """(FLOPs, seconds) of a run's training from its ledger: every phase, model loading
+    included (an ES run loads the model in each DAG job; an RL run once)."""
+    rows = ledger(spec)
+    seconds = sum(sum(rows[c]) for c in TIME_COLUMNS if c in rows)
+    return float(sum(rows["flops"])), float(seconds)
+
+
+def table2(specs: list[RunSpec]) -> Table:
+    """Rows: trained methods; per H*: training FLOPs and time (mean over seeds)."""
+    horizons = sorted({s.horizon for s in specs})
+    header = ["Method"] + [f"H*={h} {c}" for h in horizons for c in ("FLOPs", "Time")]
+    rows = []
+    for method, runs in _by_method(specs).items():
+        if method == "base":
+            continue
+        cells = [METHOD_LABELS[method].lstrip("+ ")]
+        for h in horizons:
+            costs = [training_cost(s) for s in runs if s.horizon == h]
+            if costs:
+                cells += [si(float(np.mean([f for f, _ in costs])), "FLOPs"),
+                          duration(float(np.mean([t for _, t in costs])))]
+            else:
+                cells += ["–", "–"]
         rows.append(cells)
     return header, rows
 
@@ -59,7 +106,7 @@ def table7(specs: list[RunSpec]) -> Table:
               "Generations", "alpha", "Sigma schedule"]
     seen, rows = set(), []
     for s in sorted(specs, key=lambda s: (s.method, s.horizon)):
-        if s.method == "base" or (s.method, s.horizon) in seen:
+        if s.method not in ES_METHODS or (s.method, s.horizon) in seen:
             continue
         seen.add((s.method, s.horizon))
         size = s.env_options.get("size", 9)

@@ -3,8 +3,9 @@
 FLOPs follow the usual dense-transformer accounting (Kaplan et al. 2020; Hoffmann et al.
 2022): a forward pass costs 2N per token for the weights plus 4 * layers * d_model per
 token per attended position for the attention scores and values; training (forward +
-backward) costs three times the forward. With a KV cache each prompt token and each
-generated token is processed once, attending to the positions before it.
+backward) costs three times the forward (esopt.baselines.grpo.step_flops). With a KV
+cache each prompt token and each generated token is processed once, attending to the
+positions before it.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ def forward_flops(shape: ModelShape, prompt_tokens: int, completion_tokens: int)
     return 2.0 * shape.n_params * tokens + 4.0 * shape.n_layers * shape.d_model * attended
 
 
-def training_flops(shape: ModelShape, sequence_tokens: int) -> float:
-    """FLOPs of forward + backward over one sequence (three forwards' worth)."""
-    return 3.0 * forward_flops(shape, sequence_tokens, 0)
+def rollout_flops(shape: ModelShape, episodes) -> float:
+    """FLOPs of playing `episodes`: each turn's prompt and completion through the model."""
+    return sum(forward_flops(shape, t.prompt_tokens, t.completion_tokens)
+               for e in episodes for t in e.turns)
 
 
 @dataclass

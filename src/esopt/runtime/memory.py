@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import resource
+import sys
 
 
 def peak_rss_mb() -> float:
@@ -19,3 +20,12 @@ def peak_rss_mb() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_memory_mb() -> float:
+    """The ledger's peak memory, in MiB: torch.cuda.max_memory_allocated when this process
+    has used a GPU, else the peak RSS (the paper's Table 1 reports GPU memory)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return peak_rss_mb()
