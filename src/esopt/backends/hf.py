@@ -85,6 +85,11 @@ class HFPolicy:
         return list(self._params)
 
     @property
+    def config(self):
+        """The model's transformers config."""
+        return self.model.config
+
+    @property
     def num_parameters(self) -> int:
         return sum(t.numel() for t in self.master.values())
 
@@ -192,7 +197,7 @@ class HFPolicy:
         kwargs = dict(max_new_tokens=sampling.max_new_tokens, pad_token_id=tok.pad_token_id,
                       eos_token_id=tok.eos_token_id)
         if prefix:
-            kwargs[_cache_kwarg(self.model)] = self._prefix_cache(input_ids[:1, :prefix], len(ids))
+            kwargs[cache_kwarg(self.model)] = self._prefix_cache(input_ids[:1, :prefix], len(ids))
         if sampling.greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
@@ -226,7 +231,7 @@ class HFPolicy:
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self.model.config)
-        self.model(input_ids=prefix_ids, use_cache=True, **{_cache_kwarg(self.model): cache})
+        self.model(input_ids=prefix_ids, use_cache=True, **{cache_kwarg(self.model): cache})
         cache.batch_repeat_interleave(batch)
         return cache
 
@@ -237,7 +242,7 @@ class HFPolicy:
 MIN_SHARED_PREFIX = 16
 
 
-def _cache_kwarg(model) -> str:
+def cache_kwarg(model) -> str:
     """The KV-cache argument's name: `cache` in transformers >= 5.24, `past_key_values` before."""
     import inspect
 

@@ -43,11 +43,16 @@ def prefix_shared_forward(model, input_ids: torch.Tensor, attention_mask: torch.
                     output_hidden_states=hidden)
         logits, last, start = out.logits, out.hidden_states[-1] if hidden else None, 0
     else:
-        prefix = model(input_ids=input_ids[:1, :p], use_cache=True)
-        cache = prefix.past_key_values
+        from transformers import DynamicCache
+
+        from esopt.backends.hf import cache_kwarg
+
+        kw = cache_kwarg(model)
+        cache = DynamicCache(config=model.config)
+        model(input_ids=input_ids[:1, :p], use_cache=True, **{kw: cache})
         cache.batch_repeat_interleave(b)
         out = model(input_ids=input_ids[:, p:], attention_mask=attention_mask,
-                    cache=cache, use_cache=False, output_hidden_states=hidden)
+                    use_cache=False, output_hidden_states=hidden, **{kw: cache})
         logits, last, start = out.logits, out.hidden_states[-1] if hidden else None, p
     # Logit at absolute position start + j predicts token start + j + 1.
     lp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
