@@ -1,10 +1,12 @@
-"""Peak memory of one ES generation vs one Agentic GRPO step on the same batch.
+"""Peak memory of one ES generation vs one Agentic GRPO (and PPO) step on the same batch.
 
-On SmolLM2-135M (float32, CPU), each measured in its own child process (peak RSS is a
-high-water mark, so one process per measurement): the ES generation perturbs, plays the
-batch and restores for each of G directions, then applies the update; the GRPO step plays
-the same number of episodes (tasks x group), re-scores them with the trained model and
-its frozen reference, backpropagates and steps AdamW. Prints both peaks and their ratio.
+On SmolLM2-135M (float32, CPU), each measured in its own child process (peak memory is a
+high-water mark, so one process per measurement; RSS on CPU, the CUDA allocator's peak on
+a GPU, as the pipeline's ledgers): the ES generation perturbs, plays the batch and
+restores for each of G directions, then applies the update; the GRPO step plays the same
+number of episodes (tasks x group), scores them with the frozen reference, backpropagates
+(micro-batches of 8 sequences) and steps AdamW; PPO adds a value head and its scoring
+pass. Prints the peaks and their ratios to ES.
 
     python benchmarks/memory.py [--model DIR] [--tasks 2] [--group 4]
 """
@@ -28,11 +30,11 @@ def child(model: str, mode: str, tasks: int, group: int) -> None:
 
     from esopt.backends.base import SamplingParams
     from esopt.backends.hf import HFPolicy
-    from esopt.runtime.memory import peak_rss_mb
+    from esopt.runtime.memory import peak_memory_mb
 
     torch.set_num_threads(2)
     policy = HFPolicy.load(model)
-    loaded = peak_rss_mb()
+    loaded = peak_memory_mb()
     t0 = time.perf_counter()
     if mode == "es":
         from esopt.agent.rollout import run_episodes
@@ -49,13 +51,19 @@ def child(model: str, mode: str, tasks: int, group: int) -> None:
             rewards.append(sum(e.reward for e in eps))
         update, _ = es.tell(state, rewards)
         policy.apply(update)
-    else:
+    elif mode == "grpo":
         from esopt.baselines.grpo import GRPOConfig, GRPOTrainer
 
         trainer = GRPOTrainer(policy, GRPOConfig(group_size=group, lr=1e-6,
                                                  train_decoder=SamplingParams(**DECODER)))
         trainer.step(ENV[0], ENV[1], list(range(tasks)))
-    print(json.dumps({"peak_mb": peak_rss_mb(), "loaded_mb": loaded,
+    else:
+        from esopt.baselines.ppo import PPOConfig, PPOTrainer
+
+        trainer = PPOTrainer(policy, PPOConfig(episodes_per_task=group, lr=1e-6,
+                                               train_decoder=SamplingParams(**DECODER)))
+        trainer.step(ENV[0], ENV[1], list(range(tasks)))
+    print(json.dumps({"peak_mb": peak_memory_mb(), "loaded_mb": loaded,
                       "seconds": time.perf_counter() - t0}))
 
 
@@ -72,23 +80,24 @@ def main() -> None:
         "ESOPT_TEST_CACHE", Path.home() / ".cache/esopt")) / "models/smollm2-135m-instruct"))
     ap.add_argument("--tasks", type=int, default=2)
     ap.add_argument("--group", type=int, default=4)
-    ap.add_argument("--child", choices=("es", "grpo"))
+    ap.add_argument("--child", choices=("es", "grpo", "ppo"))
     args = ap.parse_args()
     if args.child:
         child(args.model, args.child, args.tasks, args.group)
         return
     es = measure(args.model, "es", args.tasks, args.group)
-    grpo = measure(args.model, "grpo", args.tasks, args.group)
-    print(f"model {args.model}; {args.tasks} tasks; ES: {args.group} directions x "
-          f"{args.tasks} episodes; GRPO: group {args.group} x {args.tasks} tasks")
-    print(f"ES generation   peak RSS {es['peak_mb']:8.0f} MB (after load {es['loaded_mb']:.0f}),"
-          f" {es['seconds']:.1f} s")
-    print(f"GRPO step       peak RSS {grpo['peak_mb']:8.0f} MB (after load "
-          f"{grpo['loaded_mb']:.0f}), {grpo['seconds']:.1f} s")
-    above = (grpo["peak_mb"] - grpo["loaded_mb"]) / max(1.0, es["peak_mb"] - es["loaded_mb"])
-    print(f"peak ratio GRPO / ES = {grpo['peak_mb'] / es['peak_mb']:.2f}; "
-          f"growth above the loaded model, GRPO / ES = {above:.2f}")
-
+    print(f"model {args.model}; ES: {args.group} directions x {args.tasks} episodes; "
+          f"GRPO: group {args.group} x {args.tasks} tasks; PPO: {args.group} episodes x "
+          f"{args.tasks} tasks")
+    print(f"ES generation   peak {es['peak_mb']:8.0f} MB (after load {es['loaded_mb']:.0f}), "
+          f"{es['seconds']:.1f} s")
+    for mode in ("grpo", "ppo"):
+        rl = measure(args.model, mode, args.tasks, args.group)
+        above = (rl["peak_mb"] - rl["loaded_mb"]) / max(1.0, es["peak_mb"] - es["loaded_mb"])
+        print(f"{mode.upper():4} step       peak {rl['peak_mb']:8.0f} MB (after load "
+              f"{rl['loaded_mb']:.0f}), {rl['seconds']:.1f} s; ratio {mode.upper()} / ES = "
+              f"{rl['peak_mb'] / es['peak_mb']:.2f}, growth above the loaded model "
+              f"{above:.2f}x ES's")
 
 if __name__ == "__main__":
     main()

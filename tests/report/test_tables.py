@@ -41,7 +41,8 @@ def specs(tmp_path, monkeypatch):
                 "step": steps, "peak_memory_mb": [8000.0 if s.method in RL else 900.0] * len(steps),
                 "flops": [1e12 * (1 + s.seed)] * len(steps), "generate_s": [30.0] * len(steps),
                 "update_s": [60.0 if s.method in RL else 0.0] * len(steps),
-                "load_s": [5.0] * len(steps), "turns": [1.5] * len(steps)}),
+                "load_s": [5.0] * len(steps), "turns": [1.5] * len(steps),
+                "episodes": [64 if s.method in RL else 8] * len(steps)}),
                 tmp_path / s.run_dir / "ledger.parquet")
     return specs
 
@@ -64,7 +65,8 @@ def test_table1_pools_seeds_and_repeats_and_takes_the_peak_memory(specs):
 
 def test_table2_sums_each_runs_ledger_and_averages_seeds(specs):
     header, rows = table2(specs)
-    assert header == ["Method", "H*=1 FLOPs", "H*=1 Time", "H*=2 FLOPs", "H*=2 Time"]
+    assert header == ["Method", "H*=1 FLOPs", "H*=1 Time", "H*=1 Episodes", "H*=2 FLOPs",
+                      "H*=2 Time", "H*=2 Episodes"]
     by = {r[0]: r for r in rows}
     assert "Base model" not in by
     esopt, grpo = specs_of(specs, "esopt"), specs_of(specs, "grpo")
@@ -74,6 +76,8 @@ def test_table2_sums_each_runs_ledger_and_averages_seeds(specs):
     # time: load 5 + generate 30 (+ update 60 for RL) seconds per update
     assert by["Agentic ESOpt"][2] == f"{35 * esopt.generations / 60:.1f} min"
     assert by["Agentic GRPO †"][2] == f"{95 * grpo.generations / 60:.1f} min"
+    assert by["Agentic ESOpt"][3] == str(8 * esopt.generations)
+    assert by["Agentic GRPO †"][3] == str(64 * grpo.generations)
 
 
 def specs_of(specs, method):

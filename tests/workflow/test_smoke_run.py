@@ -92,11 +92,14 @@ def test_smoke_run_trains_the_rl_baselines_with_ledgers(smoke_run):
 def test_table2_and_figure7_come_from_the_ledgers(smoke_run):
     wd, _ = smoke_run
     header, *rows = (wd / "results/tables/table2.csv").read_text().splitlines()
-    assert header == "Method,H*=1 FLOPs,H*=1 Time"
+    assert header == "Method,H*=1 FLOPs,H*=1 Time,H*=1 Episodes"
     methods = [r.split(",")[0] for r in rows]
     assert methods == ["Vanilla ES", "Agentic ESOpt", "Agentic GRPO †",
                        "Agentic GRPO ‡ (GRPO-B)", "Agentic PPO"]
     assert all("FLOPs" in r.split(",")[1] for r in rows)
+    episodes = {r.split(",")[0]: int(r.split(",")[3]) for r in rows}
+    assert episodes["Agentic GRPO †"] == 2 * 2 * 2  # steps x tasks x group
+    assert episodes["Agentic ESOpt"] == 2 * 4 * 2  # generations x G x tasks per direction
     assert (wd / "results/figures/fig7.png").stat().st_size > 10_000
     table1 = (wd / "results/tables/table1.md").read_text()
     assert "Agentic PPO" in table1 and "GRPO-B" in table1

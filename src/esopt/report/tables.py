@@ -65,18 +65,20 @@ def duration(seconds: float) -> str:
 TIME_COLUMNS = ("load_s", "generate_s", "noise_s", "score_s", "update_s", "save_s")
 
 
-def training_cost(spec: RunSpec) -> tuple[float, float]:
-    """(FLOPs, seconds) of a run's training from its ledger: every phase, model loading
-    included (an ES run loads the model in each DAG job; an RL run once)."""
+def training_cost(spec: RunSpec) -> tuple[float, float, int]:
+    """(FLOPs, seconds, training episodes) of a run from its ledger: every phase, model
+    loading included (an ES run loads the model in each DAG job; an RL run once)."""
     rows = ledger(spec)
     seconds = sum(sum(rows[c]) for c in TIME_COLUMNS if c in rows)
-    return float(sum(rows["flops"])), float(seconds)
+    return float(sum(rows["flops"])), float(seconds), int(sum(rows["episodes"]))
 
 
 def table2(specs: list[RunSpec]) -> Table:
-    """Rows: trained methods; per H*: training FLOPs and time (mean over seeds)."""
+    """Rows: trained methods; per H*: training FLOPs, time and episodes (mean over
+    seeds). The episodes say how much training each method's budget bought."""
     horizons = sorted({s.horizon for s in specs})
-    header = ["Method"] + [f"H*={h} {c}" for h in horizons for c in ("FLOPs", "Time")]
+    header = ["Method"] + [f"H*={h} {c}" for h in horizons
+                           for c in ("FLOPs", "Time", "Episodes")]
     rows = []
     for method, runs in _by_method(specs).items():
         if method == "base":
@@ -85,10 +87,10 @@ def table2(specs: list[RunSpec]) -> Table:
         for h in horizons:
             costs = [training_cost(s) for s in runs if s.horizon == h]
             if costs:
-                cells += [si(float(np.mean([f for f, _ in costs])), "FLOPs"),
-                          duration(float(np.mean([t for _, t in costs])))]
+                flops, seconds, episodes = (float(np.mean(c)) for c in zip(*costs, strict=True))
+                cells += [si(flops, "FLOPs"), duration(seconds), f"{episodes:.0f}"]
             else:
-                cells += ["–", "–"]
+                cells += ["–", "–", "–"]
         rows.append(cells)
     return header, rows
 
