@@ -105,6 +105,7 @@ def _experiment_specs(name: str, exp: dict, config: dict, base_model: str) -> li
         keep_every=es.get("keep_every", 10),
         eval_env_options=dict(eval_cfg.get("env_options", {})),
         serving_dtype=config.get("serving_dtype", "float32"),
+        backend=config.get("backend", "hf"),
         runtime=dict(config.get("runtime", {})),
     )
     specs = []

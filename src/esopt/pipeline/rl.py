@@ -64,7 +64,7 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
     torch.set_num_threads(threads)
     torch.manual_seed(spec.seed)  # the PPO value head's initialisation
     out_dir, run_dir = Path(out_dir), Path(spec.run_dir)
-    policy, load_s = load_policy(spec.model, spec)
+    policy, load_s = load_policy(spec.model, spec, backend="hf")
     parent = checkpoint_sha256(spec.model)
     trainer = make_trainer(spec, policy)
     ledger = Ledger(spec.run_dir, spec.method)

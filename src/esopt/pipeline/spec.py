@@ -70,6 +70,9 @@ class RunSpec:
     eval_repeats: int
     keep_every: int
     serving_dtype: str = "float32"
+    backend: str = "hf"
+    """Rollout engine of ES directions and evaluations: hf (transformers) or vllm. RL
+    training always runs on hf (it needs gradients)."""
     eval_env_options: dict = field(default_factory=dict)
     """Options merged over env_options for held-out evaluation (e.g. the test data file)."""
     rl: RLConfig = field(default_factory=RLConfig)
@@ -87,6 +90,8 @@ class RunSpec:
             raise ValueError("eval.tasks and eval.repeats must be >= 1")
         if self.keep_every < 1:
             raise ValueError(f"keep_every must be >= 1, got {self.keep_every}")
+        if self.backend not in ("hf", "vllm"):
+            raise ValueError(f"backend: unknown {self.backend!r}; choose hf or vllm")
 
     @property
     def generations(self) -> int:

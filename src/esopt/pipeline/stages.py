@@ -38,10 +38,19 @@ from esopt.runtime.memory import peak_memory_mb, peak_rss_mb
 log = logging.getLogger(__name__)
 
 
-def load_policy(checkpoint: str, spec: RunSpec):
-    """(policy, seconds spent importing and loading): model loading is the DAG's hidden tax."""
+def load_policy(checkpoint: str, spec: RunSpec, backend: str | None = None):
+    """(policy, seconds spent importing and loading): model loading is the DAG's hidden tax.
+
+    `backend` overrides the spec's (the RL baselines train on hf whatever rolls out ES)."""
     t0 = time.perf_counter()
     import torch
+
+    if (backend or spec.backend) == "vllm":
+        from esopt.backends.vllm import VLLMPolicy
+
+        policy = VLLMPolicy.load(checkpoint, serving_dtype=spec.serving_dtype,
+                                 **spec.runtime.get("vllm", {}))
+        return policy, time.perf_counter() - t0
 
     from esopt.backends.hf import HFPolicy
 
@@ -96,7 +105,7 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
     es = ES(spec.es)
     directions = es.ask(es.state_at(generation))
     worker = f"{socket.gethostname()}:{os.getpid()}"
-    shape = ModelShape.of(policy.model)
+    shape = ModelShape.of_policy(policy)
     for i in todo:
         # Fault injection for the fault-handling tests: a crash, or a slow direction.
         if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):

