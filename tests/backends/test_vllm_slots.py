@@ -1,0 +1,64 @@
+"""Where each logical HF tensor lives in vLLM's fused, sharded parameters (no vLLM needed)."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from esopt.backends.vllm import logical_slots
+
+CONFIG = SimpleNamespace(hidden_size=8, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=2)
+L = "model.layers.0."
+SHAPES = {f"{L}self_attn.q_proj.weight": (8, 8), f"{L}self_attn.k_proj.weight": (4, 8),
+          f"{L}self_attn.v_proj.weight": (4, 8), f"{L}self_attn.o_proj.weight": (8, 8),
+          f"{L}mlp.gate_proj.weight": (12, 8), f"{L}mlp.up_proj.weight": (12, 8),
+          f"{L}mlp.down_proj.weight": (8, 12), f"{L}input_layernorm.weight": (8,),
+          "model.embed_tokens.weight": (12, 8)}
+
+
+def served(rank: int, size: int, logical: dict) -> dict:
+    """The parameters one rank would hold, filled from the logical tensors via the slots."""
+    slots = logical_slots(SHAPES, CONFIG, rank, size)
+    shapes = {}
+    for name, slot in slots.items():
+        part = logical[name][slot.src].shape
+        start = (slot.dst[0].start or 0) if part else 0
+        need = (start + part[0], *part[1:]) if part else part
+        old = shapes.get(slot.param, need)
+        shapes[slot.param] = tuple(max(a, b) for a, b in zip(old, need, strict=True))
+    params = {p: torch.full(s, float("nan")) for p, s in shapes.items()}
+    for name, slot in slots.items():
+        params[slot.param][slot.dst] = logical[name][slot.src]
+    return params
+
+
+@pytest.mark.parametrize("size", [1, 2, 4])
+def test_fused_and_sharded_slices_cover_every_logical_element_once(size):
+    logical = {n: torch.arange(torch.Size(s).numel(), dtype=torch.float32).view(s) + 1000 * i
+               for i, (n, s) in enumerate(SHAPES.items())}
+    ranks = [served(r, size, logical) for r in range(size)]
+    qkv = f"{L}self_attn.qkv_proj.weight"
+    for r, params in enumerate(ranks):
+        assert not torch.isnan(params[qkv]).any()  # q, k, v fill the fused rows exactly
+        q_rows = 8 // size
+        # vLLM's per-rank layout: [q shard; k shard; v shard]
+        torch.testing.assert_close(params[qkv][:q_rows],
+                                   logical[f"{L}self_attn.q_proj.weight"][r * q_rows:
+                                                                         (r + 1) * q_rows])
+    # Column-parallel q and gate/up rows, row-parallel o/down columns: the ranks' shards
+    # put back together are the logical tensors.
+    gate_up = f"{L}mlp.gate_up_proj.weight"
+    gate = torch.cat([p[gate_up][: 12 // size] for p in ranks])
+    torch.testing.assert_close(gate, logical[f"{L}mlp.gate_proj.weight"])
+    down = torch.cat([p[f"{L}mlp.down_proj.weight"] for p in ranks], dim=1)
+    torch.testing.assert_close(down, logical[f"{L}mlp.down_proj.weight"])
+    norm = f"{L}input_layernorm.weight"
+    assert all(torch.equal(p[norm], logical[norm]) for p in ranks)  # replicated
+
+
+def test_kv_heads_are_replicated_when_fewer_than_ranks():
+    slots = [logical_slots(SHAPES, CONFIG, r, 4)[f"{L}self_attn.k_proj.weight"] for r in range(4)]
+    # 2 KV heads over 4 ranks: ranks 0-1 hold head 0, ranks 2-3 head 1 (2 rows each).
+    assert [s.src[0] for s in slots] == [slice(0, 2), slice(0, 2), slice(2, 4), slice(2, 4)]
+    assert slots[0].dst[0] == slice(2, 4)  # after the rank's 2 q rows
