@@ -8,7 +8,7 @@ import time
 import pytest
 
 from esopt.pipeline.stages import direction_path, evaluate_directions
-from esopt.runtime.fanout import FanoutError
+from esopt.runtime.fanout import FanoutError, map_shards
 
 pytestmark = pytest.mark.slurm
 
@@ -31,12 +31,11 @@ def _mtimes(out, n):
             if direction_path(out, i).exists()}
 
 
-def _array_tasks(out) -> list[str]:
-    """Ids (<array>_<task>) of this test's array tasks: their batch script lives in the
-    generation's submitit folder."""
+def _array_tasks(folder) -> list[str]:
+    """Ids (<array>_<task>) of the array tasks whose batch script lives under folder."""
     q = subprocess.run(["squeue", "-h", "-r", "-o", "%i %o"], capture_output=True, text=True,
                        timeout=10).stdout
-    return [line.split()[0] for line in q.splitlines() if str(out.parent) in line]
+    return [line.split()[0] for line in q.splitlines() if str(folder) in line]
 
 
 def test_a_crashing_direction_fails_the_generation_with_its_traceback(smoke_spec, tmp_path):
@@ -68,7 +67,7 @@ def test_a_cancelled_array_task_is_detected_within_seconds(smoke_spec, tmp_path)
     deadline = time.monotonic() + 60
     task = None
     while task is None and time.monotonic() < deadline:
-        ids = [i for i in _array_tasks(out) if i.endswith("_1")]
+        ids = [i for i in _array_tasks(out.parent) if i.endswith("_1")]
         task = ids[0] if ids else None
         time.sleep(0.5)
     assert task, "the array never appeared in squeue"
@@ -81,6 +80,38 @@ def test_a_cancelled_array_task_is_detected_within_seconds(smoke_spec, tmp_path)
     assert "CANCELLED" in str(errors[0]) or "cancel" in str(errors[0]).lower()
     _run(smoke_spec, out)  # rerun recovers
     assert set(_mtimes(out, 4)) == {0, 1, 2, 3}
+
+
+def test_an_array_task_cancelled_while_pending_is_reported_lost(tmp_path):
+    # SLURM drops such a task from squeue and sacct at once: submitit alone waits forever.
+    import operator
+
+    held = {"partition": "debug", "cpus_per_task": 1, "mem_gb": 1,
+            "additional_parameters": {"hold": True}}
+    errors, results = [], []
+
+    def run():
+        try:
+            results.append(map_shards(operator.add, [(1, 2), (3, 4)], cluster="slurm",
+                                      folder=tmp_path / "submitit", timeout_min=2, slurm=held))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    ids = []
+    while len(ids) < 2 and time.monotonic() < deadline:
+        ids = sorted(_array_tasks(tmp_path))
+        time.sleep(0.2)
+    assert len(ids) == 2, ids
+    subprocess.run(["scancel", ids[1]], check=True, timeout=10)
+    subprocess.run(["scontrol", "release", ids[0]], check=True, timeout=10)
+    t.join(timeout=90)  # the deadline of map_shards itself is 4 min
+    assert not t.is_alive(), "the fan-out kept waiting on a task SLURM no longer holds"
+    assert not results and len(errors) == 1 and isinstance(errors[0], FanoutError)
+    msg = str(errors[0])
+    assert "1 of 2 shard(s) failed" in msg and ids[1] in msg and "left the SLURM queue" in msg
 
 
 def test_a_preempted_task_requeues_and_resumes(smoke_spec, tmp_path):
@@ -101,7 +132,7 @@ def test_a_preempted_task_requeues_and_resumes(smoke_spec, tmp_path):
         time.sleep(0.2)
     assert first.exists()
     written = first.stat().st_mtime_ns
-    task = next(i for i in _array_tasks(out) if i.endswith("_0"))
+    task = next(i for i in _array_tasks(out.parent) if i.endswith("_0"))
     # What SLURM sends before preemption or the time limit; submitit requeues the task.
     subprocess.run(["scancel", "--signal=USR2", task], check=True, timeout=10)
     t.join(timeout=300)
