@@ -142,7 +142,16 @@ def test_pipeline_stages_run_on_the_vllm_backend(smollm2_dir, tmp_path, monkeypa
     rewards = rewards.set_column(rewards.schema.get_field_index("reward"), "reward",
                                  pa.array([0.0, 1.0]))
     pq.write_table(rewards, "rewards.parquet")
-    shas = {b: update_checkpoint(replace(spec, backend=b), 0, str(smollm2_dir),
+    # Without its manifest the base directory is loaded by each backend, which applies the
+    # update; with it, the stage updates the file's tensors: all three agree.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for f in smollm2_dir.iterdir():
+        if f.name != "manifest.json":
+            (plain / f.name).symlink_to(f)
+    shas = {b: update_checkpoint(replace(spec, backend=b), 0, str(plain),
                                  "rewards.parquet", f"ckpt-{b}")["sha256"]
             for b in ("vllm", "hf")}
-    assert shas["vllm"] == shas["hf"] != checkpoint_sha256(smollm2_dir)
+    shas["file"] = update_checkpoint(spec, 0, str(smollm2_dir), "rewards.parquet",
+                                     "ckpt-file")["sha256"]
+    assert shas["vllm"] == shas["hf"] == shas["file"] != checkpoint_sha256(smollm2_dir)

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from esopt.backends.base import Completion, Conversation, SamplingParams
-from esopt.es.noise import noise_chunks
+from esopt.es.noise import add_noise_sum_, noise_chunks
 from esopt.es.strategy import Direction, Update
 from esopt.runtime.checkpoint import write_checkpoint
 
@@ -140,18 +140,7 @@ class HFPolicy:
         if update.is_zero:
             log.info("generation %d: zero update, weights unchanged", update.generation)
             return
-        coeffs = [w * s for w, s in zip(update.weights, update.signs, strict=True)]
-        for name, master in self.master.items():
-            flat = master.view(-1)
-            # One chunk of every direction's noise at a time: memory G * chunk, not G * tensor.
-            streams = [noise_chunks(seed, name, flat.numel(), 1) for seed in update.seeds]
-            for chunks in zip(*streams, strict=True):
-                start = chunks[0][0]
-                acc = torch.zeros_like(chunks[0][1])
-                for (_, eps), c in zip(chunks, coeffs, strict=True):
-                    if c:
-                        acc.add_(eps, alpha=c)
-                flat[start : start + acc.numel()].add_(acc, alpha=update.scale)
+        add_noise_sum_(self.master, update.seeds, update.coeffs, update.scale)
         self.restore()
 
     # ----------------------------------------------------------------- persistence

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from esopt.backends.base import Completion, Conversation, SamplingParams
-from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, noise_chunks
+from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, add_noise_sum_, noise_chunks
 from esopt.es.strategy import Direction, Update
 
 log = logging.getLogger(__name__)
@@ -195,16 +195,7 @@ class ESWorker:
 
     def es_apply(self, seeds: list[int], coeffs: list[float], scale: float) -> None:
         """master += scale * sum_i c_i eps_i (the HF backend's accumulation), then serve it."""
-        for name, master in self.es_master.items():
-            flat = master.view(-1)
-            streams = [noise_chunks(seed, name, flat.numel(), 1) for seed in seeds]
-            for chunks in zip(*streams, strict=True):
-                start = chunks[0][0]
-                acc = torch.zeros_like(chunks[0][1])
-                for (_, eps), c in zip(chunks, coeffs, strict=True):
-                    if c:
-                        acc.add_(eps, alpha=c)
-                flat[start:start + acc.numel()].add_(acc, alpha=scale)
+        add_noise_sum_(self.es_master, seeds, coeffs, scale)
         self.es_restore()
 
     def es_master_state(self) -> dict[str, torch.Tensor]:
@@ -287,8 +278,8 @@ class VLLMPolicy:
             raise RuntimeError("apply() called while perturbed")
         if update.is_zero:
             return
-        coeffs = [w * s for w, s in zip(update.weights, update.signs, strict=True)]
-        self.llm.collective_rpc("es_apply", args=(list(update.seeds), coeffs, update.scale))
+        self.llm.collective_rpc("es_apply", args=(list(update.seeds), update.coeffs,
+                                                  update.scale))
         self._reset_prefix_cache()
 
     def master(self) -> dict[str, torch.Tensor]:

@@ -13,7 +13,7 @@ device or dtype serves the model.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 
@@ -69,3 +69,28 @@ def tensor_noise(seed: int, name: str, shape: tuple[int, ...] | torch.Size) -> t
     for start, chunk in noise_chunks(seed, name, numel):
         flat[start : start + chunk.numel()] = chunk
     return flat.view(tuple(shape))
+
+
+def add_noise_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
+                   coeffs: Sequence[float], scale: float) -> None:
+    """tensors[name] += scale * sum_i coeffs[i] * eps(seeds[i], name), in place, float32.
+
+    The ES update of a float32 master, shared by every backend and by the update stage
+    (which works on checkpoint files without building a model). The sum is accumulated one
+    chunk of every direction's noise at a time: memory G * chunk, not G * tensor.
+    """
+    if len(seeds) != len(coeffs):
+        raise ValueError(f"{len(seeds)} seeds but {len(coeffs)} coefficients")
+    for name, tensor in tensors.items():
+        if tensor.dtype != torch.float32 or not tensor.is_contiguous():
+            raise ValueError(f"{name}: the update needs a contiguous float32 tensor, "
+                             f"got {tensor.dtype}")
+        flat = tensor.view(-1)
+        streams = [noise_chunks(seed, name, flat.numel(), 1) for seed in seeds]
+        for chunks in zip(*streams, strict=True):
+            start = chunks[0][0]
+            acc = torch.zeros_like(chunks[0][1])
+            for (_, eps), c in zip(chunks, coeffs, strict=True):
+                if c:
+                    acc.add_(eps, alpha=c)
+            flat[start : start + acc.numel()].add_(acc, alpha=scale)

@@ -118,6 +118,11 @@ class Update:
     def is_zero(self) -> bool:
         return self.alpha == 0 or not any(self.weights)
 
+    @property
+    def coeffs(self) -> list[float]:
+        """weight_i * sign_i: the coefficient of each direction's noise in the sum."""
+        return [w * s for w, s in zip(self.weights, self.signs, strict=True)]
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -27,10 +27,11 @@ from esopt.agent.evaluate import evaluate, task_seeds
 from esopt.agent.rollout import run_episodes
 from esopt.agent.trajectories import episodes_table, write_parquet_atomic
 from esopt.envs.base import make_env
+from esopt.es.noise import add_noise_sum_
 from esopt.es.seeds import mix
 from esopt.es.strategy import ES
 from esopt.pipeline.spec import RunSpec
-from esopt.runtime.checkpoint import checkpoint_sha256
+from esopt.runtime.checkpoint import MANIFEST_NAME, checkpoint_sha256, read_master, write_checkpoint
 from esopt.runtime.fanout import map_shards
 from esopt.runtime.ledger import ModelShape, rollout_flops
 from esopt.runtime.memory import peak_memory_mb, peak_rss_mb
@@ -206,8 +207,17 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         raise ValueError(f"{rewards}: direction seeds do not match generation {generation} "
                          "of this run's config")
     update, _ = es.tell(state, table["reward"])
-    policy, load_s = load_policy(checkpoint, spec)
-    policy.apply(update)
+    t_load = time.perf_counter()
+    if (Path(checkpoint) / MANIFEST_NAME).is_file():
+        # An esopt checkpoint holds exactly the float32 master: update the file's tensors
+        # (the backends' own arithmetic), no model, no engine, no transformers import.
+        master, policy = read_master(checkpoint), None
+        load_s = time.perf_counter() - t_load
+        if not update.is_zero:
+            add_noise_sum_(master, update.seeds, update.coeffs, update.scale)
+    else:  # a base model in another layout (sharded, bf16): the backend reads it
+        policy, load_s = load_policy(checkpoint, spec)
+        policy.apply(update)
     manifest = {
         "generation": generation + 1, "parent_sha256": checkpoint_sha256(checkpoint),
         "seeds": list(update.seeds), "signs": list(update.signs),
@@ -217,7 +227,9 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         "update_wall_s": time.perf_counter() - t0, "load_s": load_s,
         "peak_rss_mb": peak_rss_mb(), "peak_memory_mb": peak_memory_mb(),
     }
-    return policy.save(out_dir, manifest)
+    if policy is not None:
+        return policy.save(out_dir, manifest)
+    return write_checkpoint(out_dir, master, manifest=manifest, files_from=checkpoint)
 
 
 def eval_tasks(env: str, env_kwargs: dict, count: int) -> list[int]:

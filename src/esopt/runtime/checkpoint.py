@@ -35,29 +35,41 @@ def write_checkpoint(
     out_dir: str | os.PathLike,
     tensors: Mapping[str, torch.Tensor],
     *,
-    config,
+    config=None,
     tokenizer=None,
     generation_config=None,
     manifest: Mapping | None = None,
+    files_from: str | os.PathLike | None = None,
 ) -> dict:
     """Write a checkpoint directory atomically and return its manifest.
 
-    The directory appears complete or not at all: it is written beside the target and
-    renamed into place, so a crash never leaves a half-written checkpoint.
+    The model's other files come from `config`/`tokenizer`/`generation_config` objects, or
+    are copied from the checkpoint directory `files_from` (an update of a checkpoint's
+    weights, made without building the model). The directory appears complete or not at
+    all: it is written beside the target and renamed into place, so a crash never leaves a
+    half-written checkpoint.
     """
+    if (config is None) == (files_from is None):
+        raise ValueError("write_checkpoint: give exactly one of config and files_from")
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         weights = {n: t.detach().to("cpu", torch.float32).contiguous() for n, t in tensors.items()}
         save_file(weights, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
-        config = config.__class__.from_dict(config.to_dict())  # a copy we can edit
-        config.dtype = "float32"  # the file holds the float32 master weights
-        config.save_pretrained(tmp)
-        if generation_config is not None:
-            generation_config.save_pretrained(tmp)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
+        if files_from is not None:
+            own = {WEIGHTS_NAME, f"{WEIGHTS_NAME}.sha256", MANIFEST_NAME}
+            for f in Path(files_from).iterdir():
+                if f.is_file() and f.name not in own:
+                    shutil.copy2(f, tmp / f.name)
+        else:
+            config = config.__class__.from_dict(config.to_dict())  # a copy we can edit
+            config.dtype = "float32"  # the file holds the float32 master weights
+            config.save_pretrained(tmp)
+            if generation_config is not None:
+                generation_config.save_pretrained(tmp)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp)
         sha = file_sha256(tmp / WEIGHTS_NAME)
         (tmp / f"{WEIGHTS_NAME}.sha256").write_text(f"{sha}  {WEIGHTS_NAME}\n")
         full = {"sha256": sha, "num_parameters": sum(t.numel() for t in weights.values())}
@@ -70,6 +82,20 @@ def write_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return full
+
+
+def read_master(ckpt_dir: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The float32 master weights of an esopt checkpoint (what write_checkpoint wrote:
+    exactly the parameters ES perturbs), checked against the manifest's sha256."""
+    from safetensors.torch import load_file
+
+    verify_checkpoint(ckpt_dir)
+    tensors = load_file(str(Path(ckpt_dir) / WEIGHTS_NAME))
+    wrong = [n for n, t in tensors.items() if t.dtype != torch.float32]
+    if wrong:
+        raise ValueError(f"{ckpt_dir}: not float32 master weights ({wrong[0]} is "
+                         f"{tensors[wrong[0]].dtype})")
+    return tensors
 
 
 def read_manifest(ckpt_dir: str | os.PathLike) -> dict:

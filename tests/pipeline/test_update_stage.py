@@ -1,0 +1,101 @@
+"""The update stage works on checkpoint files (no model built) and writes the checkpoint the
+backend would have written: same weights sha256, same model files, a replayable manifest."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from esopt.es.strategy import ES
+from esopt.pipeline.config import run_specs
+from esopt.pipeline.stages import update_checkpoint
+from esopt.runtime.checkpoint import (
+    MANIFEST_NAME,
+    WEIGHTS_NAME,
+    read_master,
+    verify_checkpoint,
+    write_checkpoint,
+)
+from tests.pipeline.test_config import base_config
+
+
+def _spec(tiny_dir):
+    cfg = base_config()
+    cfg["model"] = str(tiny_dir)
+    spec = next(s for s in run_specs(cfg) if s.method == "esopt")
+    return replace(spec, es=replace(spec.es, population_size=4))
+
+
+def _rewards(spec, path: Path, rewards) -> str:
+    seeds = [d.seed for d in ES(spec.es).ask(ES(spec.es).state_at(0))]
+    pq.write_table(pa.table({"direction": list(range(len(seeds))), "direction_seed": seeds,
+                             "reward": [float(r) for r in rewards]}), path)
+    return str(path)
+
+
+def _without_manifest(src: Path, dst: Path) -> Path:
+    """The same model as a plain directory: the stage must load it through the backend."""
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != MANIFEST_NAME:
+            (dst / f.name).symlink_to(f)
+    return dst
+
+
+def test_file_update_equals_the_backend_update(tiny_dir, tmp_path, monkeypatch):
+    import esopt.pipeline.stages as stages
+
+    spec = _spec(tiny_dir)
+    rewards = _rewards(spec, tmp_path / "rewards.parquet", [0.0, 1.0, 0.5, 0.25])
+    plain = _without_manifest(tiny_dir, tmp_path / "plain")
+    by_backend = update_checkpoint(spec, 0, str(plain), rewards, str(tmp_path / "hf"))
+
+    def no_model(*a, **k):
+        raise AssertionError("the update of an esopt checkpoint must not load a model")
+
+    monkeypatch.setattr(stages, "load_policy", no_model)
+    by_file = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(tmp_path / "file"))
+    assert by_file["sha256"] == by_backend["sha256"] != verify_checkpoint(tiny_dir)["sha256"]
+    verify_checkpoint(tmp_path / "file")
+    for key in ("seeds", "signs", "weights", "scale", "parent_sha256", "generation"):
+        assert by_file[key] == by_backend[key], key
+    # The child loads as a model: the model files came with it.
+    names = {p.name for p in (tmp_path / "file").iterdir()}
+    assert {"config.json", "tokenizer.json", WEIGHTS_NAME, MANIFEST_NAME} <= names
+    cfg = json.loads((tmp_path / "file" / "config.json").read_text())
+    assert cfg == json.loads((tiny_dir / "config.json").read_text())
+    # Replay from the files alone: parent + manifest -> the child's weights.
+    parent, child = read_master(tiny_dir), read_master(tmp_path / "file")
+    changed = [n for n in parent if not torch.equal(parent[n], child[n])]
+    assert changed == list(parent)  # every tensor moved
+
+
+def test_zero_update_copies_the_weights(tiny_dir, tmp_path):
+    spec = _spec(tiny_dir)
+    rewards = _rewards(spec, tmp_path / "rewards.parquet", [1.0, 1.0, 1.0, 1.0])
+    manifest = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(tmp_path / "c"))
+    assert manifest["sha256"] == verify_checkpoint(tiny_dir)["sha256"]
+    assert manifest["generation"] == 1 and not any(manifest["weights"])
+
+
+def test_read_master_refuses_a_corrupted_checkpoint(tiny_dir, tmp_path):
+    master = read_master(tiny_dir)
+    out = tmp_path / "c"
+    write_checkpoint(out, master, files_from=tiny_dir)
+    with open(out / WEIGHTS_NAME, "r+b") as f:
+        f.seek(-4, 2)
+        f.write(b"\x00\x00\x80\x7f")
+    with pytest.raises(ValueError, match="sha256"):
+        read_master(out)
+
+
+def test_write_checkpoint_needs_exactly_one_source_of_model_files(tiny_dir, tmp_path):
+    master = read_master(tiny_dir)
+    with pytest.raises(ValueError, match="exactly one"):
+        write_checkpoint(tmp_path / "a", master)
+    with pytest.raises(ValueError, match="exactly one"):
+        write_checkpoint(tmp_path / "b", master, config=object(), files_from=tiny_dir)
