@@ -49,6 +49,17 @@ class SamplingParams:
         return self.temperature == 0
 
 
+
+def render_chat(tokenizer, conversation: Conversation) -> str:
+    """Chat-template text of a conversation, the same for every backend: a trailing
+    assistant message (a prefill) is continued, not closed."""
+    if not conversation:
+        raise ValueError("empty conversation")
+    prefill = conversation[-1]["role"] == "assistant"
+    return tokenizer.apply_chat_template(conversation, tokenize=False,
+                                         add_generation_prompt=not prefill,
+                                         continue_final_message=prefill)
+
 @dataclass(frozen=True)
 class Completion:
     """One generated continuation."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from esopt.backends.base import Completion, Conversation, SamplingParams
+from esopt.backends.base import Completion, Conversation, SamplingParams, render_chat
 from esopt.es.noise import add_noise_sum_, noise_chunks
 from esopt.es.strategy import Direction, Update
 from esopt.runtime.checkpoint import write_checkpoint
@@ -155,13 +155,7 @@ class HFPolicy:
 
     # ----------------------------------------------------------------- generation
     def render(self, conversation: Conversation) -> str:
-        """Chat-template text; a trailing assistant message is continued, not closed."""
-        if not conversation:
-            raise ValueError("empty conversation")
-        prefill = conversation[-1]["role"] == "assistant"
-        return self.tokenizer.apply_chat_template(
-            conversation, tokenize=False, add_generation_prompt=not prefill,
-            continue_final_message=prefill)
+        return render_chat(self.tokenizer, conversation)
 
     @torch.inference_mode()
     def generate(self, conversations: list[Conversation],

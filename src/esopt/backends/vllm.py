@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from esopt.backends.base import Completion, Conversation, SamplingParams
+from esopt.backends.base import Completion, Conversation, SamplingParams, render_chat
 from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, add_noise_sum_, noise_chunks
 from esopt.es.strategy import Direction, Update
 
@@ -306,13 +306,7 @@ class VLLMPolicy:
 
     # generation -------------------------------------------------------------------------
     def render(self, conversation: Conversation) -> str:
-        """Chat-template text, exactly as the HF backend renders it."""
-        if not conversation:
-            raise ValueError("empty conversation")
-        prefill = conversation[-1]["role"] == "assistant"
-        return self.tokenizer.apply_chat_template(
-            conversation, tokenize=False, add_generation_prompt=not prefill,
-            continue_final_message=prefill)
+        return render_chat(self.tokenizer, conversation)
 
     def generate(self, conversations: list[Conversation],
                  sampling: SamplingParams) -> list[Completion]:
