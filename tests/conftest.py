@@ -12,6 +12,16 @@ import pytest
 CACHE = Path(os.environ.get("ESOPT_TEST_CACHE", Path.home() / ".cache" / "esopt"))
 
 
+def without_manifest(src: Path, dst: Path) -> Path:
+    """The same model as a plain directory (links to src's files, no manifest.json): code
+    that treats esopt checkpoints specially must load it like any Hugging Face model."""
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "manifest.json":
+            (dst / f.name).symlink_to(f)
+    return dst
+
+
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     from esopt.models import fetch_model

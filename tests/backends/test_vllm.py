@@ -123,6 +123,7 @@ def test_pipeline_stages_run_on_the_vllm_backend(smollm2_dir, tmp_path, monkeypa
     from esopt.pipeline.config import run_specs
     from esopt.pipeline.stages import evaluate_directions, reduce_rewards, update_checkpoint
     from esopt.runtime.checkpoint import checkpoint_sha256
+    from tests.conftest import without_manifest
 
     cfg = {"model": str(smollm2_dir), "backend": "vllm", "experiments": ["sudoku"],
            "runtime": {"cluster": "inline", "workers": 1,
@@ -144,11 +145,7 @@ def test_pipeline_stages_run_on_the_vllm_backend(smollm2_dir, tmp_path, monkeypa
     pq.write_table(rewards, "rewards.parquet")
     # Without its manifest the base directory is loaded by each backend, which applies the
     # update; with it, the stage updates the file's tensors: all three agree.
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    for f in smollm2_dir.iterdir():
-        if f.name != "manifest.json":
-            (plain / f.name).symlink_to(f)
+    plain = without_manifest(smollm2_dir, tmp_path / "plain")
     shas = {b: update_checkpoint(replace(spec, backend=b), 0, str(plain),
                                  "rewards.parquet", f"ckpt-{b}")["sha256"]
             for b in ("vllm", "hf")}

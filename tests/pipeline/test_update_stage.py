@@ -20,6 +20,7 @@ from esopt.runtime.checkpoint import (
     verify_checkpoint,
     write_checkpoint,
 )
+from tests.conftest import without_manifest
 from tests.pipeline.test_config import base_config
 
 
@@ -37,21 +38,12 @@ def _rewards(spec, path: Path, rewards) -> str:
     return str(path)
 
 
-def _without_manifest(src: Path, dst: Path) -> Path:
-    """The same model as a plain directory: the stage must load it through the backend."""
-    dst.mkdir()
-    for f in src.iterdir():
-        if f.name != MANIFEST_NAME:
-            (dst / f.name).symlink_to(f)
-    return dst
-
-
 def test_file_update_equals_the_backend_update(tiny_dir, tmp_path, monkeypatch):
     import esopt.pipeline.stages as stages
 
     spec = _spec(tiny_dir)
     rewards = _rewards(spec, tmp_path / "rewards.parquet", [0.0, 1.0, 0.5, 0.25])
-    plain = _without_manifest(tiny_dir, tmp_path / "plain")
+    plain = without_manifest(tiny_dir, tmp_path / "plain")
     by_backend = update_checkpoint(spec, 0, str(plain), rewards, str(tmp_path / "hf"))
 
     def no_model(*a, **k):
