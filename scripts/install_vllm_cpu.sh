@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=.venv-vllm
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import vllm, esopt" 2>/dev/null; then
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import vllm, esopt.es.philox_cpu" 2>/dev/null; then
   exit 0
 fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from esopt.es.noise import noise_fingerprint
 from esopt.es.strategy import ES
 from esopt.pipeline.config import run_specs
 from esopt.pipeline.stages import update_checkpoint
@@ -31,10 +32,14 @@ def _spec(tiny_dir):
     return replace(spec, es=replace(spec.es, population_size=4))
 
 
-def _rewards(spec, path: Path, rewards) -> str:
+def _rewards(spec, path: Path, rewards, fingerprints=None) -> str:
+    """A reward table as reduce writes it: seeds, rewards and the noise fingerprints."""
     seeds = [d.seed for d in ES(spec.es).ask(ES(spec.es).state_at(0))]
+    names = list(read_master(spec.model))
+    fingerprints = fingerprints or [noise_fingerprint(s, names) for s in seeds]
     pq.write_table(pa.table({"direction": list(range(len(seeds))), "direction_seed": seeds,
-                             "reward": [float(r) for r in rewards]}), path)
+                             "reward": [float(r) for r in rewards],
+                             "noise_fingerprint": fingerprints}), path)
     return str(path)
 
 

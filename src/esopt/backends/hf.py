@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from esopt.backends.base import Completion, Conversation, SamplingParams, render_chat
-from esopt.es.noise import add_noise_sum_, noise_chunks
+from esopt.es.noise import add_noise_sum_, noise_chunks, perturb_into
 from esopt.es.strategy import Direction, Update
 from esopt.runtime.checkpoint import write_checkpoint
 
@@ -115,9 +115,10 @@ class HFPolicy:
             for start, eps in noise_chunks(d.seed, name, master.numel(), self.chunk_blocks):
                 stop = start + eps.numel()
                 if direct:
-                    torch.add(master[start:stop], eps, alpha=step, out=serving[start:stop])
+                    perturb_into(master[start:stop], eps, step, serving[start:stop])
                 else:
-                    serving[start:stop].copy_(torch.add(master[start:stop], eps, alpha=step))
+                    perturb_into(master[start:stop], eps, step, eps)
+                    serving[start:stop].copy_(eps)
 
     def restore(self) -> None:
         """Recompute every serving tensor from the float32 master (bit-exact)."""

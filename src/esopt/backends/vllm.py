@@ -5,9 +5,10 @@ extension (`ESWorker`, mixed into every vLLM worker by `worker_extension_cls`) k
 float32 master copy of every *logical* Hugging Face tensor in host memory and writes
 `master + sign*sigma*eps` into the serving parameters on `collective_rpc`. vLLM fuses
 q/k/v into `qkv_proj` and gate/up into `gate_up_proj`, and under tensor parallelism keeps
-one shard per worker: each logical tensor's perturbed values are computed whole, in the
-same chunks as the HF backend (so the floats are bit-identical), and copied into its
-slice of the serving parameter. Restore and update recompute the serving weights from
+one shard per worker: each worker loads only its slices of the float32 master and draws
+only their noise (the counter-based noise is addressable by element), with the HF
+backend's arithmetic per element (so the floats are bit-identical), and copies them into
+its slice of the serving parameter. Restore and update recompute the serving weights from
 the master (never by subtraction), and the prefix cache is reset after every weight
 change: cached KV of the old weights would otherwise be served.
 
@@ -23,6 +24,7 @@ own environment (scripts/install_vllm_cpu.sh).
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +34,13 @@ from pathlib import Path
 import torch
 
 from esopt.backends.base import Completion, Conversation, SamplingParams, render_chat
-from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, add_noise_sum_, noise_chunks
+from esopt.es.noise import (
+    DEFAULT_CHUNK_BLOCKS,
+    NOISE_BLOCK,
+    add_noise_sum_,
+    perturb_into,
+    region_chunks,
+)
 from esopt.es.strategy import Direction, Update
 
 log = logging.getLogger(__name__)
@@ -139,9 +147,10 @@ class ESWorker:
     """
 
     def es_init(self, checkpoint: str, chunk_blocks: int = DEFAULT_CHUNK_BLOCKS) -> int:
-        """Load the float32 master of every logical tensor from the checkpoint's
-        safetensors and map it onto this worker's parameters; returns the element count."""
-        from safetensors.torch import load_file
+        """Load this rank's slices of the float32 master of every logical tensor from the
+        checkpoint's safetensors (only those bytes are read) and map them onto this
+        worker's parameters; returns the number of logical elements."""
+        from safetensors import safe_open
         from transformers import AutoConfig
 
         from esopt.runtime.checkpoint import WEIGHTS_NAME
@@ -154,12 +163,14 @@ class ESWorker:
             rank, size = get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size()
         except (ImportError, AssertionError):
             rank, size = 0, 1
-        self.es_chunk_blocks = chunk_blocks
-        self.es_master = {n: t.to(torch.float32).contiguous()
-                          for n, t in load_file(str(Path(checkpoint) / WEIGHTS_NAME)).items()}
+        self.es_chunk_elements = chunk_blocks * NOISE_BLOCK
         config = AutoConfig.from_pretrained(checkpoint)
-        self.es_slots = logical_slots({n: tuple(t.shape) for n, t in self.es_master.items()},
-                                      config, rank, size)
+        with safe_open(str(Path(checkpoint) / WEIGHTS_NAME), framework="pt") as f:
+            self.es_shapes = {n: tuple(f.get_slice(n).get_shape()) for n in f.keys()}
+            self.es_slots = logical_slots(self.es_shapes, config, rank, size)
+            self.es_master = {n: f.get_slice(n)[self.es_slots[n].src].to(torch.float32)
+                              .contiguous() for n in self.es_shapes}
+        self.es_regions = {n: (self.es_shapes[n], self.es_slots[n].src) for n in self.es_shapes}
         params = dict(self.model_runner.model.named_parameters())
         for name, slot in self.es_slots.items():
             if slot.param not in params:
@@ -170,23 +181,24 @@ class ESWorker:
                                    "(CPU GEMM dispatch not patched before the model loaded)")
         self.es_params = params
         self.es_restore()
-        return sum(t.numel() for t in self.es_master.values())
+        return sum(math.prod(s) for s in self.es_shapes.values())
 
-    def _write(self, name: str, logical: torch.Tensor) -> None:
+    def _write(self, name: str, local: torch.Tensor) -> None:
+        """Copy this rank's slice of a logical tensor into its place in the served parameter."""
         slot = self.es_slots[name]
-        target = self.es_params[slot.param].data
-        target[slot.dst].copy_(logical[slot.src])
+        self.es_params[slot.param].data[slot.dst].copy_(local)
 
     def es_perturb(self, seed: int, sign: int, sigma: float) -> None:
-        """Serve master + sign*sigma*eps(seed) for every logical tensor."""
+        """Serve master + sign*sigma*eps(seed) on this rank's slices, drawing only their
+        noise, one bounded chunk at a time."""
         step = sign * sigma
         for name, master in self.es_master.items():
-            flat = master.view(-1)
-            out = torch.empty_like(flat)
-            # Same chunks and op as HFPolicy._write_perturbed: bit-identical floats.
-            for start, eps in noise_chunks(seed, name, flat.numel(), self.es_chunk_blocks):
-                stop = start + eps.numel()
-                torch.add(flat[start:stop], eps, alpha=step, out=out[start:stop])
+            shape, region = self.es_regions[name]
+            rows = master.view(1, -1) if master.dim() == 1 else master
+            out = torch.empty_like(rows)
+            for r, eps in region_chunks(seed, name, shape, region, self.es_chunk_elements):
+                k = eps.shape[0]
+                perturb_into(rows[r : r + k], eps, step, out[r : r + k])
             self._write(name, out.view_as(master))
 
     def es_restore(self) -> None:
@@ -195,21 +207,39 @@ class ESWorker:
 
     def es_apply(self, seeds: list[int], coeffs: list[float], scale: float) -> None:
         """master += scale * sum_i c_i eps_i (the HF backend's accumulation), then serve it."""
-        add_noise_sum_(self.es_master, seeds, coeffs, scale)
+        add_noise_sum_(self.es_master, seeds, coeffs, scale, regions=self.es_regions)
         self.es_restore()
 
-    def es_master_state(self) -> dict[str, torch.Tensor]:
-        return self.es_master
+    def es_master_state(self) -> dict[str, tuple[tuple[slice, ...], torch.Tensor]]:
+        """This rank's (region, float32 slice) of every logical tensor."""
+        return {n: (self.es_slots[n].src, t) for n, t in self.es_master.items()}
 
     def es_logical_weights(self) -> dict[str, torch.Tensor]:
-        """The served weights read back in logical (HF) layout, float32 (tests; TP=1)."""
+        """The served weights read back in logical (HF) layout, float32, NaN outside this
+        rank's slices (tests)."""
         out = {}
-        for name, master in self.es_master.items():
+        for name, shape in self.es_shapes.items():
             slot = self.es_slots[name]
-            full = torch.full_like(master, float("nan"))
+            full = torch.full(shape, float("nan"))
             full[slot.src] = self.es_params[slot.param].data[slot.dst].to(torch.float32)
             out[name] = full
         return out
+
+
+def assemble_master(parts: list[dict[str, tuple[tuple[slice, ...], torch.Tensor]]]
+                    ) -> dict[str, torch.Tensor]:
+    """Whole logical tensors from every rank's slices (replicated slices agree)."""
+    out = {}
+    for name in parts[0]:
+        shape = [0] * parts[0][name][1].dim()
+        for region, t in (p[name] for p in parts):
+            for d, (s, n) in enumerate(zip(region, t.shape, strict=True)):
+                shape[d] = max(shape[d], (s.start or 0) + n)
+        full = torch.empty(shape, dtype=torch.float32)
+        for region, t in (p[name] for p in parts):
+            full[region] = t
+        out[name] = full
+    return out
 
 
 # --------------------------------------------------------------------- driver side
@@ -245,6 +275,16 @@ class VLLMPolicy:
         return cls(llm, str(checkpoint), AutoTokenizer.from_pretrained(str(checkpoint)))
 
     # ES interface ---------------------------------------------------------------------
+    @property
+    def parameter_names(self) -> list[str]:
+        """The logical (HF) tensor names ES perturbs: the checkpoint's."""
+        from safetensors import safe_open
+
+        from esopt.runtime.checkpoint import WEIGHTS_NAME
+
+        with safe_open(str(Path(self.checkpoint) / WEIGHTS_NAME), framework="pt") as f:
+            return list(f.keys())
+
     @contextmanager
     def perturbed(self, direction: Direction) -> Iterator[VLLMPolicy]:
         if self._active is not None:
@@ -283,7 +323,8 @@ class VLLMPolicy:
         self._reset_prefix_cache()
 
     def master(self) -> dict[str, torch.Tensor]:
-        return self.llm.collective_rpc("es_master_state")[0]
+        """The float32 master in logical layout, put together from every rank's slices."""
+        return assemble_master(self.llm.collective_rpc("es_master_state"))
 
     def logical_weights(self) -> dict[str, torch.Tensor]:
         return self.llm.collective_rpc("es_logical_weights")[0]

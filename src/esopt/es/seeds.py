@@ -1,17 +1,16 @@
 """Seed derivation: every random stream is addressed by a hash of its coordinates.
 
 A hash (never a draw from another RNG) so that seeds of different (run, generation,
-direction, tensor, block) coordinates cannot collide by construction of the stream and
-can be recomputed anywhere from the coordinates alone: noise is shipped as seeds,
-never as vectors.
+direction) coordinates cannot collide by construction of the stream and can be
+recomputed anywhere from the coordinates alone: noise is shipped as seeds, never as
+vectors. The noise of a tensor under a direction seed is keyed in esopt.es.noise.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-# torch.Generator.manual_seed accepts [0, 2**64); 63 bits keeps the value a valid int64 too
-# (Parquet columns, numpy arrays) without changing the stream.
+# 63 bits keeps a seed a valid int64 (Parquet columns, numpy arrays).
 _SEED_MASK = (1 << 63) - 1
 
 
@@ -34,7 +33,3 @@ def direction_seed(run_seed: int, generation: int, direction: int) -> int:
         raise ValueError(f"generation and direction must be >= 0, got {generation}, {direction}")
     return mix("direction", run_seed, generation, direction)
 
-
-def tensor_seed(seed: int, name: str) -> int:
-    """Seed of the noise stream of the logical tensor `name` under a direction seed."""
-    return mix("tensor", seed, name)

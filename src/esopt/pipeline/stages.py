@@ -27,11 +27,17 @@ from esopt.agent.evaluate import evaluate, task_seeds
 from esopt.agent.rollout import run_episodes
 from esopt.agent.trajectories import episodes_table, write_parquet_atomic
 from esopt.envs.base import make_env
-from esopt.es.noise import add_noise_sum_
+from esopt.es.noise import NOISE_SPEC, add_noise_sum_, noise_fingerprint
 from esopt.es.seeds import mix
 from esopt.es.strategy import ES
 from esopt.pipeline.spec import RunSpec
-from esopt.runtime.checkpoint import MANIFEST_NAME, checkpoint_sha256, read_master, write_checkpoint
+from esopt.runtime.checkpoint import (
+    MANIFEST_NAME,
+    check_noise_lineage,
+    checkpoint_sha256,
+    read_master,
+    write_checkpoint,
+)
 from esopt.runtime.fanout import map_shards
 from esopt.runtime.ledger import ModelShape, rollout_flops
 from esopt.runtime.memory import peak_memory_mb, peak_rss_mb
@@ -102,11 +108,13 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
     if not todo:
         return []
     spec = RunSpec.from_json(spec_json)
+    check_noise_lineage(checkpoint)
     policy, load_s = load_policy(checkpoint, spec)
     es = ES(spec.es)
     directions = es.ask(es.state_at(generation))
     worker = f"{socket.gethostname()}:{os.getpid()}"
     shape = ModelShape.of_policy(policy)
+    names = policy.parameter_names
     for i in todo:
         # Fault injection for the fault-handling tests: a crash, or a slow direction.
         if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):
@@ -117,6 +125,8 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
         episodes, generate_s = score_direction(policy, spec, generation, d)
         extra = {"generation": generation, "direction": i, "direction_seed": d.seed,
                  "sign": d.sign, "sigma": d.sigma, "worker": worker,
+                 # What the update checks before applying this direction's noise.
+                 "noise_spec": NOISE_SPEC, "noise_fingerprint": noise_fingerprint(d.seed, names),
                  "direction_wall_s": time.perf_counter() - t0, "generate_s": generate_s,
                  "flops": rollout_flops(shape, episodes), "peak_rss_mb": peak_rss_mb(),
                  "peak_memory_mb": peak_memory_mb(),
@@ -184,6 +194,7 @@ def reduce_rewards(spec: RunSpec, generation: int, directions_dir: str, out: str
             "worker_load_s": t["worker_load_s"][0], "worker_shard": t["worker_shard"][0],
             "peak_rss_mb": t["peak_rss_mb"][0], "peak_memory_mb": t["peak_memory_mb"][0],
             "generate_s": t["generate_s"][0], "flops": float(t["flops"][0]),
+            "noise_fingerprint": t.get("noise_fingerprint", [None])[0],
         })
     table = pa.Table.from_pylist(rows)
     write_parquet_atomic(table, out, metadata={"config": spec.to_json()})
@@ -207,17 +218,22 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         raise ValueError(f"{rewards}: direction seeds do not match generation {generation} "
                          "of this run's config")
     update, _ = es.tell(state, table["reward"])
+    check_noise_lineage(checkpoint)
     t_load = time.perf_counter()
     if (Path(checkpoint) / MANIFEST_NAME).is_file():
         # An esopt checkpoint holds exactly the float32 master: update the file's tensors
         # (the backends' own arithmetic), no model, no engine, no transformers import.
         master, policy = read_master(checkpoint), None
-        load_s = time.perf_counter() - t_load
-        if not update.is_zero:
-            add_noise_sum_(master, update.seeds, update.coeffs, update.scale)
+        names = list(master)
     else:  # a base model in another layout (sharded, bf16): the backend reads it
-        policy, load_s = load_policy(checkpoint, spec)
+        policy, _ = load_policy(checkpoint, spec)
+        names = policy.parameter_names
+    load_s = time.perf_counter() - t_load
+    check_fingerprints(table, names, rewards)
+    if policy is not None:
         policy.apply(update)
+    elif not update.is_zero:
+        add_noise_sum_(master, update.seeds, update.coeffs, update.scale)
     manifest = {
         "generation": generation + 1, "parent_sha256": checkpoint_sha256(checkpoint),
         "seeds": list(update.seeds), "signs": list(update.signs),
@@ -230,6 +246,23 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
     if policy is not None:
         return policy.save(out_dir, manifest)
     return write_checkpoint(out_dir, master, manifest=manifest, files_from=checkpoint)
+
+
+def check_fingerprints(table: dict, names: list[str], source: str) -> None:
+    """Refuse to apply noise that differs from the noise the directions were scored with
+    (another noise spec, or a generator that draws other bits on the scoring machine)."""
+    seeds = table["direction_seed"]
+    for i, (seed, fp) in enumerate(zip(seeds, table.get("noise_fingerprint", [None] * len(seeds)),
+                                       strict=True)):
+        if fp is None:
+            raise ValueError(f"{source}: direction {i} has no noise fingerprint (scored by an "
+                             f"esopt before {NOISE_SPEC!r}); rerun the generation")
+        here = noise_fingerprint(int(seed), names)
+        if fp != here:
+            raise ValueError(
+                f"{source}: direction {i} was scored with noise fingerprint {fp}, but this "
+                f"machine draws {here} for seed {seed} under {NOISE_SPEC!r}: the scoring "
+                "and updating machines disagree on the noise; the update is refused")
 
 
 def eval_tasks(env: str, env_kwargs: dict, count: int) -> list[int]:

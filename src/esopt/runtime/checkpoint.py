@@ -18,6 +18,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from esopt.es.noise import NOISE_SPEC
+
 WEIGHTS_NAME = "model.safetensors"
 MANIFEST_NAME = "manifest.json"
 
@@ -72,7 +74,8 @@ def write_checkpoint(
                 tokenizer.save_pretrained(tmp)
         sha = file_sha256(tmp / WEIGHTS_NAME)
         (tmp / f"{WEIGHTS_NAME}.sha256").write_text(f"{sha}  {WEIGHTS_NAME}\n")
-        full = {"sha256": sha, "num_parameters": sum(t.numel() for t in weights.values())}
+        full = {"sha256": sha, "num_parameters": sum(t.numel() for t in weights.values()),
+                "noise_spec": NOISE_SPEC}
         full.update(manifest or {})
         (tmp / MANIFEST_NAME).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
         if out_dir.exists():
@@ -113,6 +116,27 @@ def verify_checkpoint(ckpt_dir: str | os.PathLike) -> dict:
     if actual != manifest["sha256"]:
         raise ValueError(f"{ckpt_dir}: weights sha256 {actual} != manifest {manifest['sha256']}")
     return manifest
+
+
+def check_noise_lineage(ckpt_dir: str | os.PathLike) -> None:
+    """Refuse to continue an ES lineage drawn under another noise spec.
+
+    A checkpoint that an ES update made (its manifest has seeds) was reached with the noise
+    of the spec it records; continuing it with today's generator would mix two noise
+    definitions in one run, and replaying it would give other weights. Old specs are not
+    kept (spec 1 drew torch.randn, whose bits depend on the CPU and torch build): such
+    runs are refused, with the way out in the message. Base models and RL checkpoints
+    carry no ES lineage and pass."""
+    try:
+        manifest = read_manifest(ckpt_dir)
+    except FileNotFoundError:
+        return
+    spec = manifest.get("noise_spec", "esopt-noise/1 (torch.randn per 2^20 block)")
+    if "seeds" in manifest and spec != NOISE_SPEC:
+        raise ValueError(
+            f"{ckpt_dir}: made by ES updates under noise spec {spec!r}; this esopt draws "
+            f"{NOISE_SPEC!r} and cannot replay or continue it. Rerun the run from its base "
+            "model (delete its results directory), or use the esopt version that made it.")
 
 
 def checkpoint_sha256(ckpt_dir: str | os.PathLike) -> str | None:
