@@ -1,6 +1,6 @@
 """ES primitives on SmolLM2-135M, as ratios to the memory-bandwidth/RNG floor, in one run.
 
-    python benchmarks/es_primitives.py [--model DIR] [--G 8] [--reps 3]
+    python benchmarks/es_primitives.py [--model DIR] [--G 8] [--reps 5] [--threads 1]
 
 Floor: `torch.randn` of as many float32 numbers as the model has parameters, plus one
 `add_` of a precomputed tensor over the same bytes. Perturb must draw and add the same
@@ -8,6 +8,10 @@ numbers, so perturb/floor is the overhead of chunking and per-tensor seeding. Re
 compared with a plain copy of the weights; update (G directions) with G draws + G adds.
 Peak memory: a child process runs a plain `generate`, another the same `generate` inside
 `perturbed()`; the ratio of their peak RSS is the memory price of exact restore.
+Noise: numbers/s of esopt's counter-based generator (esopt.es.noise, one thread) against
+`torch.randn` on the same count, and the peak memory of one tensor-parallel rank drawing
+its shard of a 27B-sized row-parallel matrix (5120 x 17408, TP=4) against drawing the whole
+tensor and slicing it (each in a fresh child process).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import torch
 
 from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
-from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, NOISE_BLOCK, noise_chunks
+from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, NOISE_BLOCK, draw, noise_chunks
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ES, ESConfig
 from esopt.runtime.memory import peak_rss_mb
@@ -46,6 +50,25 @@ def peak_rss_child(model: str, mode: str) -> float:
     out = subprocess.run([sys.executable, __file__, "--model", model, "--child", mode],
                          check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
+
+
+TP_SHAPE, TP_SIZE = (5120, 17408), 4  # Qwen-27B-like down_proj: 356 MB of float32 noise
+
+
+def tp_draw_child(mode: str) -> None:
+    """Peak RSS growth (MB) of rank 0's noise for its column shard of TP_SHAPE."""
+    from esopt.es.noise import region_chunks, tensor_noise
+
+    cols = TP_SHAPE[1] // TP_SIZE
+    region = (slice(None), slice(0, cols))
+    draw(1, "probe", 0, 4)  # compile/load the kernel before the baseline
+    base = peak_rss_mb()
+    if mode == "sliced":
+        for _ in region_chunks(7, "down_proj.weight", TP_SHAPE, region):
+            pass
+    else:
+        tensor_noise(7, "down_proj.weight", TP_SHAPE)[region].contiguous()
+    print(peak_rss_mb() - base)
 
 
 def child(model: str, mode: str) -> None:
@@ -73,15 +96,20 @@ def main() -> None:
         "~/.cache/esopt/models/smollm2-135m-instruct"))
     ap.add_argument("--G", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--child", choices=["plain", "perturbed"])
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (the noise loop and torch.randn are single-threaded)")
+    ap.add_argument("--child", choices=["plain", "perturbed", "tp-sliced", "tp-whole"])
     args = ap.parse_args()
     if args.child:
+        if args.child.startswith("tp-"):
+            return tp_draw_child(args.child[3:])
         return child(args.model, args.child)
     if not os.path.isdir(args.model):
         from esopt.models import fetch_model
 
         fetch_model("smollm2-135m-instruct", args.model)
 
+    torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     policy = HFPolicy.load(args.model)
     load_s = time.perf_counter() - t0
@@ -100,6 +128,10 @@ def main() -> None:
                 pass
 
     noise_s = timed(draw_all, args.reps)
+    # The generator alone against randn, same count, same buffer, interleaved.
+    buf = torch.empty(16 * NOISE_BLOCK)
+    gen_s = timed(lambda: draw(1, "w", 0, buf.numel(), out=buf), args.reps)
+    randn16_s = timed(lambda: torch.randn(buf.numel(), out=buf), args.reps)
     es = ES(ESConfig(population_size=args.G, sigma=SigmaSchedule("constant", 1e-3, 1e-3, 1)))
     direction = es.ask(es.init())[0]
     perturb_s = timed(lambda: policy._write_perturbed(direction), args.reps)
@@ -117,6 +149,11 @@ def main() -> None:
         "load_s": round(load_s, 2),
         "randn_numbers_per_s": round(n / randn_s),
         "esopt_noise_numbers_per_s": round(n / noise_s),
+        "generator_numbers_per_s": round(buf.numel() / gen_s),
+        "randn_16M_numbers_per_s": round(buf.numel() / randn16_s),
+        "generator_over_randn_throughput": round(randn16_s / gen_s, 2),
+        "tp_rank_sliced_draw_peak_mb": round(peak_rss_child(args.model, "tp-sliced")),
+        "tp_rank_whole_tensor_draw_peak_mb": round(peak_rss_child(args.model, "tp-whole")),
         "floor_randn_plus_add_s": round(floor_s, 3),
         "perturb_s": round(perturb_s, 3), "perturb_over_floor": round(perturb_s / floor_s, 2),
         "plain_copy_s": round(copy_s, 3),

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# GPU check of the vLLM backend (< 10 min on one GPU with vLLM installed): one ES
-# generation on a small model inside vLLM, printing generated tokens/s and peak GPU memory
-# of the ES generation against plain inference of the same rollouts.
+# GPU check (< 10 min on one GPU with vLLM installed). First the noise: the committed golden
+# vectors and a 4M-element draw computed on CUDA must equal the CPU's bit for bit (noise
+# spec 2 promises that). Then the vLLM backend: one ES generation on a small model inside
+# vLLM, printing generated tokens/s and peak GPU memory of the ES generation against plain
+# inference of the same rollouts.
 #   bash benchmarks/gpu_check.sh [model dir or Hub id, default Qwen/Qwen2.5-0.5B-Instruct]
 # ESOPT_GPU_CHECK_CPU=1 runs the same steps small (4 puzzles, G=4, float32, peak RSS for
 # memory) on the CPU build of vLLM, to check the script itself where there is no GPU:
@@ -11,7 +13,32 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-Qwen/Qwen2.5-0.5B-Instruct}
 PY=${PYTHON:-python}
-timeout 590 "$PY" - "$MODEL" <<'PY'
+timeout 120 "$PY" - <<'PY'
+import json, os, sys, torch
+from esopt.es import philox
+from esopt.es.noise import draw, stream_key
+
+cpu = os.environ.get("ESOPT_GPU_CHECK_CPU") == "1"
+if not cpu and not torch.cuda.is_available():
+    sys.exit("gpu_check: no CUDA device (ESOPT_GPU_CHECK_CPU=1 runs the CPU dry run)")
+device = "cpu" if cpu else "cuda"
+bits = lambda t: t.cpu().contiguous().view(torch.int32).tolist()
+golden = json.load(open("tests/es/noise_golden.json"))
+for c in golden["cases"]:
+    offsets = torch.arange(c["start"], c["start"] + c["count"], device=device)
+    got = [f"{v & 0xFFFFFFFF:08x}" for v in bits(philox.normals_at(offsets, stream_key(c["seed"], c["name"])))]
+    assert got == c["float32_bits"].split(), f"golden vector {c['name']}@{c['start']} differs on {device}"
+n = 1 << 22
+# The tensor-op definition on the device (what draw(device="cuda") runs) vs the CPU loop.
+on_device = philox.normals_at(torch.arange(12345, 12345 + n, device=device),
+                              stream_key(3, "model.layers.0.mlp.down_proj.weight"))
+on_cpu = draw(3, "model.layers.0.mlp.down_proj.weight", 12345, n)
+same = torch.equal(on_device.cpu().view(torch.int32), on_cpu.view(torch.int32))
+assert same, f"noise on {device} differs from the CPU's in {(on_device.cpu() != on_cpu).sum()} of {n}"
+print(f"noise on {device} ({torch.__version__}): {len(golden['cases'])} golden vectors and "
+      f"{n} elements bit-identical to the CPU loop")
+PY
+timeout 470 "$PY" - "$MODEL" <<'PY'
 import os, sys, time, torch
 from functools import partial
 from esopt.agent.rollout import run_episodes

@@ -62,3 +62,52 @@ def test_kv_heads_are_replicated_when_fewer_than_ranks():
     # 2 KV heads over 4 ranks: ranks 0-1 hold head 0, ranks 2-3 head 1 (2 rows each).
     assert [s.src[0] for s in slots] == [slice(0, 2), slice(0, 2), slice(2, 4), slice(2, 4)]
     assert slots[0].dst[0] == slice(2, 4)  # after the rank's 2 q rows
+
+
+def _served_params(slots, local: dict) -> dict:
+    """NaN-filled served parameters just large enough for the rank's slots."""
+    shapes = {}
+    for name, slot in slots.items():
+        part = local[name].shape
+        need = ((slot.dst[0].start or 0) + part[0], *part[1:])
+        old = shapes.get(slot.param, need)
+        shapes[slot.param] = tuple(max(a, b) for a, b in zip(old, need, strict=True))
+    return {p: torch.nn.Parameter(torch.full(s, float("nan")), requires_grad=False)
+            for p, s in shapes.items()}
+
+
+@pytest.mark.parametrize("size", [1, 2, 4])
+def test_each_rank_loads_perturbs_and_updates_only_its_slices(tiny_dir, size):
+    """A tensor-parallel rank reads only its slices of the float32 master and draws only
+    their noise; what it serves and how it updates equal the slices of the whole."""
+    from esopt.backends.vllm import ESWorker, assemble_master, load_master_slices
+    from esopt.es.noise import add_noise_sum_, tensor_noise
+    from esopt.runtime.checkpoint import read_master
+
+    full = read_master(tiny_dir)
+    seeds, coeffs, scale = [11, 12, 13], [1.0, -0.5, 0.25], 1e-3
+    updated = {n: t.clone() for n, t in full.items()}
+    add_noise_sum_(updated, seeds, coeffs, scale)
+    parts = []
+    for rank in range(size):
+        shapes, slots, master = load_master_slices(tiny_dir, rank, size)
+        for n, t in master.items():
+            assert torch.equal(t, full[n][slots[n].src]), n
+        if size > 1:  # the sharded matrices hold 1/size of their elements
+            q = f"{L}self_attn.q_proj.weight"
+            assert master[q].numel() * size == full[q].numel()
+        worker = ESWorker.__new__(ESWorker)  # the worker's ES state without an engine
+        worker.es_shapes, worker.es_slots, worker.es_master = shapes, slots, master
+        worker.es_regions = {n: (shapes[n], slots[n].src) for n in shapes}
+        worker.es_chunk_elements = 1000  # several chunks per tensor
+        worker.es_params = _served_params(slots, master)
+        worker.es_perturb(7, -1, 2e-3)
+        for n, slot in slots.items():
+            expected = (full[n] + tensor_noise(7, n, full[n].shape) * -2e-3)[slot.src]
+            assert torch.equal(worker.es_params[slot.param].data[slot.dst], expected), n
+        worker.es_apply(seeds, coeffs, scale)
+        for n, slot in slots.items():
+            assert torch.equal(worker.es_master[n], updated[n][slot.src]), n
+        parts.append(worker.es_master_state())
+    whole = assemble_master(parts)
+    assert all(torch.equal(whole[n], updated[n]) for n in full)

@@ -138,6 +138,23 @@ def logical_slots(shapes: dict[str, tuple[int, ...]], config, rank: int = 0, siz
     return slots
 
 
+def load_master_slices(checkpoint: str | os.PathLike, rank: int = 0, size: int = 1):
+    """(logical shapes, slots, float32 master slices) of one tensor-parallel rank: only the
+    rank's slice of each logical tensor is read from the safetensors file."""
+    from safetensors import safe_open
+    from transformers import AutoConfig
+
+    from esopt.runtime.checkpoint import WEIGHTS_NAME
+
+    config = AutoConfig.from_pretrained(checkpoint)
+    with safe_open(str(Path(checkpoint) / WEIGHTS_NAME), framework="pt") as f:
+        shapes = {n: tuple(f.get_slice(n).get_shape()) for n in f.keys()}
+        slots = logical_slots(shapes, config, rank, size)
+        master = {n: f.get_slice(n)[slots[n].src].to(torch.float32).contiguous()
+                  for n in shapes}
+    return shapes, slots, master
+
+
 # --------------------------------------------------------------------- worker side
 class ESWorker:
     """Mixed into every vLLM worker: the ES state and in-place weight writes.
@@ -150,11 +167,6 @@ class ESWorker:
         """Load this rank's slices of the float32 master of every logical tensor from the
         checkpoint's safetensors (only those bytes are read) and map them onto this
         worker's parameters; returns the number of logical elements."""
-        from safetensors import safe_open
-        from transformers import AutoConfig
-
-        from esopt.runtime.checkpoint import WEIGHTS_NAME
-
         try:
             from vllm.distributed import (
                 get_tensor_model_parallel_rank,
@@ -164,12 +176,7 @@ class ESWorker:
         except (ImportError, AssertionError):
             rank, size = 0, 1
         self.es_chunk_elements = chunk_blocks * NOISE_BLOCK
-        config = AutoConfig.from_pretrained(checkpoint)
-        with safe_open(str(Path(checkpoint) / WEIGHTS_NAME), framework="pt") as f:
-            self.es_shapes = {n: tuple(f.get_slice(n).get_shape()) for n in f.keys()}
-            self.es_slots = logical_slots(self.es_shapes, config, rank, size)
-            self.es_master = {n: f.get_slice(n)[self.es_slots[n].src].to(torch.float32)
-                              .contiguous() for n in self.es_shapes}
+        self.es_shapes, self.es_slots, self.es_master = load_master_slices(checkpoint, rank, size)
         self.es_regions = {n: (self.es_shapes[n], self.es_slots[n].src) for n in self.es_shapes}
         params = dict(self.model_runner.model.named_parameters())
         for name, slot in self.es_slots.items():
