@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -66,6 +67,46 @@ def _keep_live_weights() -> None:
     utils.dispatch_cpu_unquantized_gemm = dispatch
     if hasattr(linear, "dispatch_cpu_unquantized_gemm"):
         linear.dispatch_cpu_unquantized_gemm = dispatch
+    _tolerate_foreign_namespaces()
+
+
+def _tolerate_foreign_namespaces() -> None:
+    """On CPU, let vLLM's Triton-override scan skip modules it cannot read.
+
+    At engine start-up the CPU platform rebinds Triton kernels by scanning every module's
+    namespace and calling `vars(value).get(...)` on values that have a `__dict__`.
+    llvmlite (numba's backend, which the noise generator's CPU loop loads) keeps
+    `ffi.lib`, whose `__getattr__` answers `__dict__` with a function wrapper: the scan
+    then raises AttributeError, so a second engine started in a process that has drawn
+    noise fails. Such modules hold no Triton kernels: they are hidden from the scan."""
+    try:
+        from vllm.triton_utils import dispatcher
+    except ImportError:
+        return
+    original = getattr(dispatcher, "_rebind_kernels", None)
+    if original is None or getattr(original, "_esopt_guarded", False):
+        return
+
+    def readable(module) -> bool:
+        for value in list(getattr(module, "__dict__", {}).values()):
+            try:
+                if hasattr(value, "__dict__") and not isinstance(vars(value), dict):
+                    return False
+            except TypeError:
+                continue
+        return True
+
+    def guarded(overrides):
+        hidden = {name: m for name, m in list(sys.modules.items()) if not readable(m)}
+        for name in hidden:
+            del sys.modules[name]
+        try:
+            return original(overrides)
+        finally:
+            sys.modules.update(hidden)
+
+    guarded._esopt_guarded = True
+    dispatcher._rebind_kernels = guarded
 
 
 _keep_live_weights()
