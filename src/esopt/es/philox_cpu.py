@@ -1,9 +1,10 @@
 """The noise spec of `esopt.es.philox`, fused in one compiled loop for CPUs (numba).
 
-The same operations in the same order as the tensor version, each on float32 or uint32
-scalars: LLVM vectorises the loop over Philox groups (AVX2 `vpmuludq` for the 32x32-bit
-products) without changing a bit, since numba compiles without fast-math (no
-reassociation, no fused multiply-add). Tested bit-identical to the tensor version and to
+The same operations in the same order as the tensor version, each on float32 or 32-bit
+integer scalars: LLVM vectorises the loop over Philox groups (AVX2 `vpmuludq` for the
+32x32-bit products, 8 float32 lanes for the transform) without changing a bit, since numba
+compiles without fast-math (no reassociation, no fused multiply-add). Measured here: about
+2-3x torch.randn's numbers/s on one core (benchmarks/es_primitives.py). Tested bit-identical to the tensor version and to
 golden vectors from an independent numpy implementation.
 """
 
@@ -14,9 +15,11 @@ from numba import njit
 
 from esopt.es import philox as spec
 
-_u64, _f32 = np.uint64, np.float32
+_u64, _f32, _i32 = np.uint64, np.float32, np.int32
 # Every integer is a uint64 holding (at most) 32 bits: numba widens uint32 arithmetic to
 # 64 bits and mixing signed with unsigned turns to float64, so one type throughout.
+# Integers reach float32 through int32 (all are below 2^25): AVX2 converts int32 lanes,
+# not 64-bit ones, and one scalar conversion would stop the loop from vectorising.
 _M0, _M1 = _u64(spec.PHILOX_M0), _u64(spec.PHILOX_M1)
 _W0, _W1 = _u64(spec.PHILOX_W0), _u64(spec.PHILOX_W1)
 _LOW32, _32 = _u64(spec.MASK32), _u64(32)
@@ -61,7 +64,7 @@ def _pair(a, b):
     m = (a >> _u64(8)) + _u64(1)
     e0 = _bit_length_minus_one(m)
     # f = m * 2^-e exactly (the tensor version's frexp), as two exact float32 products.
-    f0 = _f32(m) * (_f32(_u64(1) << (_u64(24) - e0)) * _TWO_M24)
+    f0 = _f32(_i32(m)) * (_f32(_i32(_u64(1) << (_u64(24) - e0))) * _TWO_M24)
     big = f0 > _SQRT2
     f = f0 * _HALF if big else f0
     e = e0 + _u64(big)
@@ -71,9 +74,9 @@ def _pair(a, b):
     p = p * z + _L5
     p = p * z + _L3
     p = p * z + _ONE
-    log_u = (_f32(e) - _F24) * _LN2 + (s + s) * p
+    log_u = (_f32(_i32(e)) - _F24) * _LN2 + (s + s) * p
     r = np.sqrt(log_u * _MINUS_TWO)
-    phi = _f32((b >> _u64(9)) * _u64(2) + _u64(1)) * _TWO_M24 * _HALF_PI
+    phi = _f32(_i32((b >> _u64(9)) * _u64(2) + _u64(1))) * _TWO_M24 * _HALF_PI
     z = phi * phi
     ps = z * _S11 + _S9
     ps = ps * z + _S7
@@ -100,14 +103,16 @@ def _group(g, k0, k1, s2, s3):
 
 
 @njit(**_JIT)
-def _fill_aligned(out, pos, group0, groups, k0, k1, s2, s3):
-    """out[pos + 4i + j] = lane j of group group0 + i, for i < groups (the hot loop)."""
-    for i in range(groups):
+def _fill_aligned(out, group0, k0, k1, s2, s3):
+    """out[4i + j] = lane j of group group0 + i (the hot loop)."""
+    # Masked here so LLVM knows every word has 32 bits: the products become vpmuludq.
+    k0, k1, s2, s3 = k0 & _LOW32, k1 & _LOW32, s2 & _LOW32, s3 & _LOW32
+    for i in range(out.shape[0] // 4):
         z0, z1, z2, z3 = _group(_u64(group0 + i), k0, k1, s2, s3)
-        out[pos + 4 * i] = z0
-        out[pos + 4 * i + 1] = z1
-        out[pos + 4 * i + 2] = z2
-        out[pos + 4 * i + 3] = z3
+        out[4 * i] = z0
+        out[4 * i + 1] = z1
+        out[4 * i + 2] = z2
+        out[4 * i + 3] = z3
 
 
 @njit(**_JIT)
@@ -125,7 +130,8 @@ def _fill_range(out, pos, start, count, k0, k1, s2, s3):
     if head:
         _fill_edge(out, pos, start, head, k0, k1, s2, s3)
     groups = (count - head) >> 2
-    _fill_aligned(out, pos + head, (start + head) >> 2, groups, k0, k1, s2, s3)
+    _fill_aligned(out[pos + head : pos + head + 4 * groups], (start + head) >> 2, k0, k1, s2,
+                  s3)
     done = head + 4 * groups
     if done < count:
         _fill_edge(out, pos + done, start + done, count - done, k0, k1, s2, s3)
