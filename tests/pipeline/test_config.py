@@ -193,3 +193,17 @@ def test_runtime_settings_are_recorded_but_not_the_experiment():
     for a, b in zip(specs, run_specs(other), strict=True):
         assert b.runtime["workers"] == 7 and a.runtime["workers"] == 2
         assert replace(a, runtime={}) == replace(b, runtime={})
+
+
+def test_config_commands_print_the_schema_and_check_files(capsys, tmp_path):
+    from esopt.cli import main
+
+    main(["config", "schema"])
+    assert capsys.readouterr().out == (REPO / "workflow/schemas/config.schema.yaml").read_text()
+    main(["config", "check", str(REPO / "config/config.yaml"),
+          str(REPO / "config/scales/smoke.yaml")])
+    assert capsys.readouterr().out.startswith("ok: ")
+    (tmp_path / "bad.yaml").write_text("sudoku: {eval: {repeat: 3}}\n")
+    with pytest.raises(ConfigError, match=r"sudoku.eval.repeat: unknown key; did you mean "
+                                          r"'repeats'\?"):
+        main(["config", "check", str(REPO / "config/config.yaml"), str(tmp_path / "bad.yaml")])
