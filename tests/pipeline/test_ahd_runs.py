@@ -40,3 +40,12 @@ def test_bad_sections_name_the_key(change, message):
 
 def test_disabled_or_missing_section_has_no_runs():
     assert ahd_runs({}, "m") == [] and ahd_runs({**SECTION, "enabled": False}, "m") == []
+
+
+def test_the_config_schema_lists_exactly_these_methods_and_problems():
+    from esopt.ahd.problems import PROBLEMS
+    from esopt.pipeline.ahd import AHD_METHODS
+    from esopt.pipeline.sections import AHD_METHODS as SCHEMA_METHODS
+    from esopt.pipeline.sections import AHD_PROBLEMS
+
+    assert set(SCHEMA_METHODS) == set(AHD_METHODS) and set(AHD_PROBLEMS) == set(PROBLEMS)

@@ -78,10 +78,6 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config,
         if exp.eval.env_options:
             _check(f"{name}.eval.env_options", lambda h=h: make_env(
                 env, **{**horizon_kwargs(env, env_options, h), **exp.eval.env_options}))
-    for h in exp.sigma_by_horizon:
-        if h not in exp.horizons:
-            raise ConfigError(f"{name}.sigma_by_horizon.{h}: H*={h} is not among the "
-                              f"horizons {exp.horizons}")
     es = exp.es
     rl_decoder = exp.rl.train_decoder.sampling()
     eval_decoder = exp.eval.decoder.sampling()
