@@ -42,7 +42,8 @@ def parse_config(config: dict) -> Config:
 
 
 def check_config(config: dict) -> None:
-    """Parse the whole config and resolve its runs (the Snakefile calls this first)."""
+    """Parse the whole config and resolve its runs, as the Snakefile does (parse_config
+    before the schema's validate, then run_specs and ahd_run_list)."""
     run_specs(config)
     ahd_run_list(config)
 
