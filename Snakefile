@@ -1,6 +1,6 @@
 from snakemake.utils import min_version, validate
 
-from esopt.pipeline.config import ahd_run_list, run_specs, scale_file
+from esopt.pipeline.config import ahd_run_list, parse_config, run_specs, scale_file
 
 min_version("8.0")
 
@@ -9,6 +9,11 @@ configfile: "config/config.yaml"
 
 
 configfile: str(scale_file(workflow.basedir, config.get("scale", "tiny")))
+
+
+# Unknown keys (with the closest valid one), types and values, naming the key; then the
+# schema generated from the same dataclasses, which also fills in the defaults.
+parse_config(config)
 
 
 validate(config, "workflow/schemas/config.schema.yaml")

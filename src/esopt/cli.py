@@ -156,6 +156,32 @@ def _report_math(args) -> None:
     figure8(specs, args.figures)
 
 
+def _config_schema(args) -> None:
+    from esopt.pipeline.sections import config_schema_yaml
+
+    sys.stdout.write(config_schema_yaml())
+
+
+def _config_check(args) -> None:
+    import yaml
+
+    from esopt.pipeline.config import check_config
+
+    config: dict = {}
+    for path in args.files:  # merged in order, as Snakemake merges configfiles
+        with open(path) as f:
+            config = _merge(config, yaml.safe_load(f) or {})
+    check_config(config)
+    print(f"ok: {' + '.join(args.files)}")
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def _default(name: str):
     from esopt.models import default_model_dir
 
@@ -187,6 +213,16 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--num-layers", type=int, default=2)
     tiny.add_argument("--seed", type=int, default=0)
     tiny.set_defaults(func=_model_tiny)
+
+    cfg = sub.add_parser("config", help="the workflow config").add_subparsers(dest="action",
+                                                                            required=True)
+    schema = cfg.add_parser("schema", help="print the JSON schema generated from the config "
+                            "dataclasses (> workflow/schemas/config.schema.yaml)")
+    schema.set_defaults(func=_config_schema)
+    check = cfg.add_parser("check", help="parse config files merged in order, as the "
+                           "Snakefile does (unknown keys, types, values)")
+    check.add_argument("files", nargs="+")
+    check.set_defaults(func=_config_check)
 
     stage = sub.add_parser("stage", help="pipeline stages (called by workflow rules)")
     stages = stage.add_subparsers(dest="stage", required=True)

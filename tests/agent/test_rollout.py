@@ -55,6 +55,9 @@ def test_an_environment_error_fails_only_its_episode(monkeypatch):
                        task_seeds("t", 3), SamplingParams())
     assert [e.num_turns for e in eps] == [1, 1, 1]
     assert "env bug" in eps[1].turns[0].info["error"] and eps[1].reward == 0.0
+    # ... and is marked failed: its 0 is not a measured reward (issue 16).
+    assert [e.failed for e in eps] == [False, True, False]
+    assert eps[1].error == "RuntimeError: env bug"
 
 
 def test_batched_equals_one_at_a_time_on_the_tiny_model(tiny_policy):
@@ -107,3 +110,32 @@ def test_32_sudoku_episodes_in_lockstep_equal_one_at_a_time(smollm2_dir):
     single = [run_episodes(policy, make, [s], SamplingParams())[0] for s in seeds]
     assert _signature(batched) == _signature(single)
     assert any(e.num_turns > 1 for e in batched) and any(e.success for e in batched)
+
+
+def test_an_environment_error_fails_only_its_episode_in_reset_or_step():
+    from esopt.envs.sudoku import SudokuEnv
+
+    class Broken(SudokuEnv):
+        def reset(self, seed):
+            if seed == seeds[0]:
+                raise ValueError("no such board")
+            self.task = seed
+            return super().reset(seed)
+
+        def step(self, completion):
+            if self.task == seeds[1]:
+                raise KeyError("bad cell")
+            return super().step(completion)
+
+    seeds = task_seeds("t", 3)
+    policy = ScriptedPolicy(lambda conv: "garbage")
+    eps = run_episodes(policy, lambda: Broken(size=4, blanks=1, few_shot=0), seeds,
+                       SamplingParams())
+    assert [e.failed for e in eps] == [True, True, False]
+    assert eps[0].error == "ValueError: no such board" and eps[0].num_turns == 0
+    assert eps[1].error == "KeyError: 'bad cell'" and eps[1].num_turns == 1
+    assert eps[1].turns[0].info == {"error": "KeyError: 'bad cell'"}
+    assert not eps[0].success and not eps[1].success and eps[2].num_turns == 3
+    assert policy.batch_sizes == [2, 1, 1]  # the failed episodes left the batch
+    table = episodes_table(eps).to_pydict()
+    assert table["failed"] == [True, True, False] and table["error"][2] == ""

@@ -26,11 +26,12 @@ def test_one_run_per_problem_method_and_seed_with_its_es_schedule():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"problems": ["vrp"]}, "ahd.problems: unknown problem 'vrp'"),
-    ({"methods": ["grpo"]}, "ahd.methods: unknown method 'grpo'"),
+    ({"problems": ["vrp"]}, "ahd.problems: unknown value 'vrp'"),
+    ({"methods": ["grpo"]}, "ahd.methods: unknown value 'grpo'"),
     ({"seeds": []}, "ahd.seeds: at least one entry"),
     ({"es": {"sigma_0": -1.0}}, "sigma"),
-    ({"batch_size": 1}, "population_size (G) must be >= 2"),
+    ({"batch_size": 1}, "ahd.batch_size: must be >= 2"),
+    ({"budjet": 10}, "ahd.budjet: unknown key; did you mean 'budget'?"),
 ])
 def test_bad_sections_name_the_key(change, message):
     with pytest.raises(AHDConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -39,3 +40,12 @@ def test_bad_sections_name_the_key(change, message):
 
 def test_disabled_or_missing_section_has_no_runs():
     assert ahd_runs({}, "m") == [] and ahd_runs({**SECTION, "enabled": False}, "m") == []
+
+
+def test_the_config_schema_lists_exactly_these_methods_and_problems():
+    from esopt.ahd.problems import PROBLEMS
+    from esopt.pipeline.ahd import AHD_METHODS
+    from esopt.pipeline.sections import AHD_METHODS as SCHEMA_METHODS
+    from esopt.pipeline.sections import AHD_PROBLEMS
+
+    assert set(SCHEMA_METHODS) == set(AHD_METHODS) and set(AHD_PROBLEMS) == set(PROBLEMS)

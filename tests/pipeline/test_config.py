@@ -1,6 +1,7 @@
 """Config -> RunSpecs: defaults, overrides, and errors that name the key."""
 
 import copy
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -87,3 +88,122 @@ def test_scale_files_and_model_dirs():
         scale_file(REPO, "huge")
     assert model_dir("smollm2-135m-instruct") == "resources/models/smollm2-135m-instruct"
     assert model_dir("Qwen/Qwen3.5-4B") == "resources/models/hub/Qwen--Qwen3.5-4B"
+
+
+# Issue 16: one source of truth for the config (esopt.pipeline.sections), strict keys.
+
+SCALES = sorted(p.stem for p in (REPO / "config/scales").glob("*.yaml"))
+
+
+def merged(*parts: dict) -> dict:
+    from esopt.cli import _merge
+
+    out: dict = {}
+    for p in parts:
+        out = _merge(out, p)
+    return out
+
+
+def test_committed_schema_is_the_generated_one():
+    from esopt.pipeline.sections import config_schema_yaml
+
+    committed = (REPO / "workflow/schemas/config.schema.yaml").read_text()
+    assert committed == config_schema_yaml(), (
+        "regenerate: esopt config schema > workflow/schemas/config.schema.yaml")
+
+
+def test_schema_defaults_are_the_dataclass_defaults():
+    # What Snakemake's validate fills into an empty config is exactly what the parser
+    # assumes for absent keys, at every level (sections, decoders, sigma, runtime).
+    from snakemake.utils import validate
+
+    from esopt.pipeline.config import parse_config
+    from esopt.pipeline.sections import Config
+
+    filled: dict = {}
+    validate(filled, str(REPO / "workflow/schemas/config.schema.yaml"))
+    assert filled["sudoku"]["es"]["alpha"] == 5e-4 and filled["runtime"]["workers"] == 1
+    assert filled["ahd"]["decoder"]["max_new_tokens"] == 512
+    assert filled["sudoku"]["rl"]["train_decoder"]["temperature"] == 1.0
+    assert parse_config(filled) == parse_config({}) == Config()
+    # The same holds for a partial section: the validator fills the rest as the parser does.
+    partial = {"sudoku": {"es": {"generations": 3}, "eval": {"decoder": {"top_k": 5}}}}
+    expected = parse_config(copy.deepcopy(partial))
+    validate(partial, str(REPO / "workflow/schemas/config.schema.yaml"))
+    assert parse_config(partial) == expected
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_every_scale_file_is_valid_under_the_strict_schema(scale):
+    import jsonschema
+
+    from esopt.pipeline.config import parse_config
+
+    assert {"smoke", "tiny", "paper", "ahd", "math", "math-paper"} <= set(SCALES)
+    cfg = merged(base_config(), yaml.safe_load((REPO / f"config/scales/{scale}.yaml").read_text()))
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    jsonschema.Draft202012Validator(schema).validate(cfg)
+    parsed = parse_config(cfg)
+    assert parsed.scale == scale
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c.update(populaton_size=32), "populaton_size: unknown key"),
+    (lambda c: c["sudoku"]["es"].update(populaton_size=32),
+     "sudoku.es.populaton_size: unknown key; did you mean 'population_size'?"),
+    (lambda c: c["sudoku"]["sigma"]["esopt"].update(sigma_t=1e-4),
+     "sudoku.sigma.esopt.sigma_t: unknown key; did you mean 'sigma_T'?"),
+    (lambda c: c["sudoku"].update(sigma_by_horizon={2: {"esopt": {"sigma0": 1e-3}}}),
+     "sudoku.sigma_by_horizon.2.esopt.sigma0: unknown key; did you mean 'sigma_0'?"),
+    (lambda c: c["sudoku"].update(sigma_by_horizon={"x": {"esopt": {"sigma_0": 1e-3}}}),
+     "sudoku.sigma_by_horizon: key 'x' must be an integer"),
+    (lambda c: c["sudoku"]["es"].update(population_size="8"),
+     "sudoku.es.population_size: expected an integer, got '8'"),
+    (lambda c: c["sudoku"]["es"].update(keep_every=True),
+     "sudoku.es.keep_every: expected an integer, got True"),
+    (lambda c: c["sudoku"].update(horizons=2), "sudoku.horizons: expected a list, got 2"),
+    (lambda c: c["ahd"].update(budjet=4), "ahd.budjet: unknown key; did you mean 'budget'?"),
+    (lambda c: c["runtime"].update(threads=2), "runtime.threads: unknown key"),
+])
+def test_unknown_keys_and_wrong_types_name_the_key(edit, message):
+    cfg = base_config()
+    edit(cfg)
+    with pytest.raises(ConfigError) as err:
+        run_specs(cfg)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_defaults_are_one_whichever_experiment():
+    # Sudoku and math sections fall back to the same ES defaults (they used to differ
+    # between the schema, which Snakemake applied, and the code).
+    from esopt.es.strategy import ESConfig
+    from esopt.pipeline.config import parse_config
+
+    cfg = parse_config({})
+    assert cfg.sudoku.es == cfg.math.es
+    assert cfg.sudoku.es.alpha == ESConfig.alpha == 5e-4
+    assert (cfg.sudoku.es.keep_every, cfg.sudoku.es.generations) == (10, 1)
+    assert cfg.math.env == "math_tool" and cfg.sudoku.env == "sudoku"
+
+
+def test_runtime_settings_are_recorded_but_not_the_experiment():
+    specs = run_specs(base_config())
+    other = base_config()
+    other["runtime"].update(workers=7, cluster="debug", threads_per_worker=3)
+    for a, b in zip(specs, run_specs(other), strict=True):
+        assert b.runtime["workers"] == 7 and a.runtime["workers"] == 2
+        assert replace(a, runtime={}) == replace(b, runtime={})
+
+
+def test_config_commands_print_the_schema_and_check_files(capsys, tmp_path):
+    from esopt.cli import main
+
+    main(["config", "schema"])
+    assert capsys.readouterr().out == (REPO / "workflow/schemas/config.schema.yaml").read_text()
+    main(["config", "check", str(REPO / "config/config.yaml"),
+          str(REPO / "config/scales/smoke.yaml")])
+    assert capsys.readouterr().out.startswith("ok: ")
+    (tmp_path / "bad.yaml").write_text("sudoku: {eval: {repeat: 3}}\n")
+    with pytest.raises(ConfigError, match=r"sudoku.eval.repeat: unknown key; did you mean "
+                                          r"'repeats'\?"):
+        main(["config", "check", str(REPO / "config/config.yaml"), str(tmp_path / "bad.yaml")])

@@ -13,9 +13,10 @@ from tests.pipeline.test_config import base_config
 RL = ("grpo", "grpo_b", "ppo")
 
 
-def _write_eval(run_dir, generation, per_repeat, peak):
+def _write_eval(run_dir, generation, per_repeat, peak, failed=0):
     summary = {"generation": generation, "success_mean": sum(per_repeat) / len(per_repeat),
-               "success_std": 0.0, "per_repeat": per_repeat, "peak_memory_mb": peak}
+               "success_std": 0.0, "per_repeat": per_repeat, "peak_memory_mb": peak,
+               "failed": failed}
     table = pa.table({"success": [True]})
     write_parquet_atomic(table, run_dir / "eval" / f"gen{generation:03d}.parquet",
                          {"summary": json.dumps(summary)})
@@ -34,7 +35,8 @@ def specs(tmp_path, monkeypatch):
     for s in specs:
         per_repeat = rates[s.method] if s.horizon == 1 else [0.0, 0.0]
         _write_eval(tmp_path / s.run_dir, s.generations, per_repeat,
-                    peak=1000 + 100 * s.seed + (500 if s.method != "base" else 0))
+                    peak=1000 + 100 * s.seed + (500 if s.method != "base" else 0),
+                    failed=1 if (s.method, s.horizon) == ("ppo", 1) else 0)
         if s.method != "base":  # training ledgers: RL peaks above their evaluations
             steps = list(range(1, s.generations + 1))
             write_parquet_atomic(pa.table({
@@ -42,7 +44,11 @@ def specs(tmp_path, monkeypatch):
                 "flops": [1e12 * (1 + s.seed)] * len(steps), "generate_s": [30.0] * len(steps),
                 "update_s": [60.0 if s.method in RL else 0.0] * len(steps),
                 "load_s": [5.0] * len(steps), "turns": [1.5] * len(steps),
-                "episodes": [64 if s.method in RL else 8] * len(steps)}),
+                "episodes": [64 if s.method in RL else 8] * len(steps),
+                # ES at H*=1: one failed episode per update, which excluded its direction
+                "failed_episodes": [int((s.method, s.horizon) == ("esopt", 1))] * len(steps),
+                "excluded_directions": [int((s.method, s.horizon) == ("esopt", 1))]
+                * len(steps)}),
                 tmp_path / s.run_dir / "ledger.parquet")
     return specs
 
@@ -65,8 +71,8 @@ def test_table1_pools_seeds_and_repeats_and_takes_the_peak_memory(specs):
 
 def test_table2_sums_each_runs_ledger_and_averages_seeds(specs):
     header, rows = table2(specs)
-    assert header == ["Method", "H*=1 FLOPs", "H*=1 Time", "H*=1 Episodes", "H*=2 FLOPs",
-                      "H*=2 Time", "H*=2 Episodes"]
+    assert header == ["Method", "H*=1 FLOPs", "H*=1 Time", "H*=1 Episodes", "H*=1 Failed",
+                      "H*=2 FLOPs", "H*=2 Time", "H*=2 Episodes", "H*=2 Failed"]
     by = {r[0]: r for r in rows}
     assert "Base model" not in by
     esopt, grpo = specs_of(specs, "esopt"), specs_of(specs, "grpo")
@@ -78,6 +84,17 @@ def test_table2_sums_each_runs_ledger_and_averages_seeds(specs):
     assert by["Agentic GRPO †"][2] == f"{95 * grpo.generations / 60:.1f} min"
     assert by["Agentic ESOpt"][3] == str(8 * esopt.generations)
     assert by["Agentic GRPO †"][3] == str(64 * grpo.generations)
+    # failed episodes / excluded directions, summed over the 2 seeds (only ES H*=1 had any)
+    assert by["Agentic ESOpt"][4] == f"{2 * esopt.generations} / {2 * esopt.generations}"
+    assert by["Agentic ESOpt"][8] == "0 / 0"
+    assert by["Agentic GRPO †"][4] == "0"
+
+
+def test_table1_names_failed_evaluation_episodes_apart(specs):
+    _, rows = table1(specs)
+    by = {r[0]: r for r in rows}
+    assert by["+ Agentic PPO"][2] == "12.50±12.50 (2 failed)"  # 1 per seed
+    assert by["+ Agentic ESOpt"][2] == "62.50±12.50"
 
 
 def specs_of(specs, method):

@@ -28,13 +28,17 @@ def task_seeds(split: str, count: int, start: int = 0) -> list[int]:
 
 @dataclass(frozen=True)
 class EvalSummary:
-    """Success rate over repeats: mean and population std (ddof 0) of the per-repeat rates."""
+    """Success rate over repeats: mean and population std (ddof 0) of the per-repeat rates.
+
+    A failed episode (its environment raised) is not a success and is counted apart in
+    `failed`: unsuccessful episodes are `episodes - successes`, of which `failed` crashed."""
 
     success_mean: float
     success_std: float
     reward_mean: float
     per_repeat: tuple[float, ...]
     episodes: int
+    failed: int = 0
 
 
 def evaluate(policy: Policy, env: str, env_kwargs: dict, seeds: Sequence[int], repeats: int,
@@ -43,13 +47,14 @@ def evaluate(policy: Policy, env: str, env_kwargs: dict, seeds: Sequence[int], r
     """Play every task `repeats` times; return per-episode rows and the summary."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    tables, rates, rewards = [], [], []
+    tables, rates, rewards, failed = [], [], [], 0
     for k in range(repeats):
         eps = run_episodes(policy, lambda: make_env(env, **env_kwargs), seeds,
                            replace(sampling, seed=mix("eval", seed, k) % 2**31))
         rates.append(float(np.mean([e.success for e in eps])))
         rewards.append(float(np.mean([e.reward for e in eps])))
+        failed += sum(e.failed for e in eps)
         tables.append(episodes_table(eps, {"repeat": k}))
     summary = EvalSummary(float(np.mean(rates)), float(np.std(rates)), float(np.mean(rewards)),
-                          tuple(rates), len(seeds) * repeats)
+                          tuple(rates), len(seeds) * repeats, failed)
     return pa.concat_tables(tables), summary

@@ -43,6 +43,11 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
     first_prompt: list[dict] = field(default_factory=list)
     wall_s: float = 0.0
+    failed: bool = False
+    """The environment raised (reset or step): the episode ended without an outcome, and
+    its reward is not a measurement (ES excludes the direction; evaluation counts it)."""
+    error: str = ""
+    """`ExceptionType: message` of a failed episode."""
 
     @property
     def num_turns(self) -> int:
@@ -64,11 +69,15 @@ def run_episodes(policy: Policy, make_env: Callable[[], Environment], task_seeds
     envs = [make_env() for _ in task_seeds]
     episodes = [Episode(env=e.name, task_seed=int(s)) for e, s in zip(envs, task_seeds,
                                                                      strict=True)]
-    prompts = [e.reset(int(s)) for e, s in zip(envs, task_seeds, strict=True)]
-    for ep, p in zip(episodes, prompts, strict=True):
-        ep.first_prompt = p
-    live = list(range(len(envs)))
     t0 = time.perf_counter()
+    prompts: list = [None] * len(envs)
+    for i, (env, ep) in enumerate(zip(envs, episodes, strict=True)):
+        try:
+            prompts[i] = ep.first_prompt = env.reset(ep.task_seed)
+        except Exception as e:  # noqa: BLE001 - an environment error fails only this episode
+            log.exception("environment %s raised in reset(%d)", env.name, ep.task_seed)
+            _fail(ep, e, t0)
+    live = [i for i, ep in enumerate(episodes) if not ep.failed]
     turn = 0
     while live:
         env0 = envs[live[0]]
@@ -78,7 +87,15 @@ def run_episodes(policy: Policy, make_env: Callable[[], Environment], task_seeds
         completions = policy.generate([prompts[i] for i in live], turn_sampling)
         still = []
         for i, c in zip(live, completions, strict=True):
-            result = _safe_step(envs[i], c.text)
+            try:
+                result = envs[i].step(c.text)
+            except Exception as e:  # noqa: BLE001 - an environment error fails only this episode
+                log.exception("environment %s raised on %r (task %d)", envs[i].name,
+                              c.text[:200], episodes[i].task_seed)
+                episodes[i].turns.append(Turn(c.text, c.prompt_tokens, c.completion_tokens,
+                                              0.0, {"error": _error(e)}, prompts[i]))
+                _fail(episodes[i], e, t0)
+                continue
             episodes[i].turns.append(Turn(c.text, c.prompt_tokens, c.completion_tokens,
                                           result.reward, result.info, prompts[i]))
             episodes[i].reward += result.reward
@@ -95,12 +112,11 @@ def run_episodes(policy: Policy, make_env: Callable[[], Environment], task_seeds
     return episodes
 
 
-def _safe_step(env: Environment, text: str):
-    """An environment bug must not kill the batch: the episode ends as a failure."""
-    from esopt.envs.base import StepResult
+def _error(e: Exception) -> str:
+    return f"{type(e).__name__}: {e}"
 
-    try:
-        return env.step(text)
-    except Exception as e:  # noqa: BLE001 - any environment error fails only this episode
-        log.exception("environment %s raised on %r", env.name, text[:200])
-        return StepResult([], 0.0, True, {"error": f"{type(e).__name__}: {e}"})
+
+def _fail(episode: Episode, e: Exception, t0: float) -> None:
+    """End an episode whose environment raised: failed, never a silent reward of 0."""
+    episode.failed, episode.error, episode.success = True, _error(e), False
+    episode.wall_s = time.perf_counter() - t0

@@ -21,7 +21,8 @@ def episodes_table(episodes: Sequence[Episode], extra: Mapping[str, object] | No
     for ep in episodes:
         row = dict(extra or {})
         row.update(
-            env=ep.env, task_seed=ep.task_seed, success=ep.success, reward=float(ep.reward),
+            env=ep.env, task_seed=ep.task_seed, success=ep.success, failed=ep.failed,
+            error=ep.error, reward=float(ep.reward),
             num_turns=ep.num_turns, prompt_tokens=ep.prompt_tokens,
             completion_tokens=ep.completion_tokens, wall_s=float(ep.wall_s),
             first_prompt=json.dumps(ep.first_prompt),

@@ -14,17 +14,18 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import pyarrow as pa
 
 from esopt.agent.trajectories import write_parquet_atomic
-from esopt.ahd.problems import PROBLEMS, evaluate, get_problem
-from esopt.backends.base import SamplingParams
+from esopt.ahd.problems import evaluate, get_problem
 from esopt.context.search import SearchConfig, config_from_dict, config_to_dict, run_search
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ESConfig
+from esopt.pipeline.schema import ConfigError, parse
+from esopt.pipeline.sections import AHDSection
 from esopt.runtime.memory import peak_rss_mb
 from esopt.runtime.sandbox import SandboxLimits
 
@@ -35,7 +36,7 @@ AHD_METHODS = {"sample": ("sample", False), "esopt_sample": ("sample", True),
 BASELINE_OF = {"esopt_sample": "sample", "esopt_eoh": "eoh"}
 
 
-class AHDConfigError(ValueError):
+class AHDConfigError(ConfigError):
     """A bad `ahd:` config section; the message names the key."""
 
 
@@ -63,57 +64,53 @@ class AHDRun:
         return config_from_dict(self.search)
 
 
-def ahd_runs(section: dict, model: str) -> list[AHDRun]:
+def ahd_runs(section: dict | AHDSection, model: str) -> list[AHDRun]:
     """One run per (problem, method, seed) of the config's `ahd` section, validated."""
-    if not section or not section.get("enabled", True):
+    if isinstance(section, dict):
+        if not section:
+            return []
+        try:
+            section = parse(AHDSection, section, "ahd")
+        except ConfigError as e:
+            raise AHDConfigError(str(e)) from None
+    if not section.enabled:
         return []
-    runs = []
     for key in ("problems", "methods", "seeds"):
-        if not section.get(key):
+        if not getattr(section, key):
             raise AHDConfigError(f"ahd.{key}: at least one entry is needed")
-    for problem in section["problems"]:
-        if problem not in PROBLEMS:
-            raise AHDConfigError(f"ahd.problems: unknown problem {problem!r}; choose from "
-                                 f"{sorted(PROBLEMS)}")
-    for method in section["methods"]:
-        if method not in AHD_METHODS:
-            raise AHDConfigError(f"ahd.methods: unknown method {method!r}; choose from "
-                                 f"{sorted(AHD_METHODS)}")
-    for problem in section["problems"]:
-        for method in section["methods"]:
-            for seed in section["seeds"]:
+    runs = []
+    for problem in section.problems:
+        for method in section.methods:
+            for seed in section.seeds:
                 cfg = _search_config(section, problem, method, int(seed))
                 search = json.loads(json.dumps(config_to_dict(cfg)))  # JSON-normal form
                 runs.append(AHDRun(problem, method, int(seed), model, search))
     return runs
 
 
-def _search_config(section: dict, problem: str, method: str, seed: int) -> SearchConfig:
+def _search_config(section: AHDSection, problem: str, method: str, seed: int) -> SearchConfig:
     scaffold, coevolve = AHD_METHODS[method]
-    pop = int(section.get("pop_size", 10))
-    decoder = section.get("decoder", {})
+    limits = section.limits
     try:
         cfg = SearchConfig(
-            problem=problem, scaffold=scaffold, budget=int(section.get("budget", 1000)),
-            batch_size=int(section.get("batch_size", 20)), pop_size=pop,
-            parents=int(section.get("parents", 2)),
-            init_size=int(section.get("init_size", 2 * pop)),
-            prefill=bool(section.get("prefill", False)),
-            show_seed=bool(section.get("show_seed", False)),
-            sampling=SamplingParams(**{"max_new_tokens": 512, "temperature": 1.0, **decoder}),
-            limits=SandboxLimits(**section.get("limits", {})), seed=seed,
+            problem=problem, scaffold=scaffold, budget=section.budget,
+            batch_size=section.batch_size, pop_size=section.pop_size,
+            parents=section.parents,
+            init_size=section.init_size or 2 * section.pop_size,
+            prefill=section.prefill, show_seed=section.show_seed,
+            sampling=section.decoder.sampling(),
+            limits=SandboxLimits(**{f.name: getattr(limits, f.name) for f in fields(limits)}),
+            seed=seed,
         )
         if not coevolve:
             return cfg
-        es = section.get("es", {})
+        es = section.es
         directions = cfg.batch_size if scaffold == "sample" else cfg.pop_size
         # The sigma schedule spans the ES updates the budget allows (Table 13).
         updates = replace(cfg, es=ESConfig(population_size=directions)).es_updates
         return replace(cfg, es=ESConfig(
-            population_size=directions, alpha=float(es.get("alpha", 5e-4)),
-            sigma=SigmaSchedule(kind=es.get("schedule", "cosine"),
-                                sigma_0=float(es.get("sigma_0", 1e-3)),
-                                sigma_T=float(es.get("sigma_T", 1e-5)),
+            population_size=directions, alpha=es.alpha,
+            sigma=SigmaSchedule(kind=es.schedule, sigma_0=es.sigma_0, sigma_T=es.sigma_T,
                                 generations=max(1, updates)),
             run_seed=seed))
     except (ValueError, TypeError) as e:

@@ -30,7 +30,8 @@ def train_in_process(spec: RunSpec, out_dir: str | Path) -> dict:
     parent = checkpoint_sha256(spec.model)
     for t in range(spec.generations):
         state = es.state_at(t)
-        rewards = [direction_reward(score_direction(policy, spec, t, d)[0]) for d in es.ask(state)]
+        rewards = [direction_reward(score_direction(policy, spec, t, d)[0],
+                                    spec.failed_episode_reward) for d in es.ask(state)]
         update, _ = es.tell(state, rewards)
         policy.apply(update)
         log.info("in-process gen %03d: rewards %s", t, [round(r, 3) for r in rewards])

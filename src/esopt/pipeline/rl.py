@@ -87,7 +87,9 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
             save_s=save_s, flops_generate=stats["flops_generate"],
             flops_score=stats["flops_score"], flops_train=stats["flops_train"],
             episodes=stats["episodes"], reward_mean=stats["reward_mean"],
-            success=stats["success"], turns=stats["turns"], tokens=stats["tokens"])
+            success=stats["success"], turns=stats["turns"], tokens=stats["tokens"],
+            failed_episodes=sum(e.failed for e in trainer.last_episodes),
+            excluded_directions=0)
         log.info("%s step %d/%d: reward %.3f, success %.3f, turns %.2f, %.1fs "
                  "(generate %.1f, score %.1f, update %.1f), peak %.0f MB", spec.run_dir, k + 1,
                  spec.rl.steps, stats["reward_mean"], stats["success"], stats["turns"],
@@ -123,8 +125,18 @@ def es_ledger(spec: RunSpec, out: str | Path) -> Path:
             noise_s=float(np.sum(t["wall_s"])) - generate, save_s=0.0,
             flops_generate=float(np.sum(t["flops"])), flops_score=0.0, flops_train=0.0,
             episodes=int(np.sum(n_episodes)),
-            reward_mean=float(np.average(t["reward"], weights=n_episodes)),
+            reward_mean=_finite_mean(t["reward"], n_episodes),
             success=float(np.average(t["success"], weights=n_episodes)),
             turns=float(np.average(t["turns"], weights=n_episodes)),
-            tokens=int(np.sum(t["completion_tokens"])))
+            tokens=int(np.sum(t["completion_tokens"])),
+            # Environment errors: failed episodes, and the directions the update excluded.
+            failed_episodes=int(np.sum(t.get("failed_episodes", [0]))),
+            excluded_directions=len(update.get("excluded", [])))
     return write_parquet_atomic(ledger.table(), out, metadata={"config": spec.to_json()})
+
+
+def _finite_mean(rewards, weights) -> float:
+    """Episode-weighted mean of the directions' rewards, excluded (NaN) ones left out."""
+    r, w = np.asarray(rewards, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    ok = np.isfinite(r)
+    return float(np.average(r[ok], weights=w[ok])) if ok.any() else float("nan")

@@ -28,7 +28,11 @@ def episodes_from_parquet(paths: list[str | Path]) -> list[dict]:
         path = Path(path)
         files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
         for f in files:
-            for row in pq.read_table(f, columns=["first_prompt", "success", "turns"]).to_pylist():
+            columns = ["first_prompt", "success", "turns"]
+            has_failed = "failed" in pq.read_schema(f).names
+            for row in pq.read_table(f, columns=columns + ["failed"] * has_failed).to_pylist():
+                if row.get("failed"):
+                    continue  # the environment raised: no lesson about the model in it
                 infos = [json.loads(t["info"]) for t in row["turns"]]
                 last = next((i for i in reversed(infos) if "problem_id" in i), {})
                 if "problem_id" not in last:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from esopt.backends.base import SamplingParams
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ESConfig
+from esopt.pipeline.schema import option
 
 ES_METHODS = ("vanilla_es", "esopt")
 # Agentic RL baselines: GRPO-dagger trains at temperature 1 (top-p 1, no top-k) and
@@ -31,13 +32,15 @@ class RLConfig:
     """Settings of an RL baseline run; a step's batch is tasks_per_step x group_size
     episodes (GRPO's group; PPO plays each task group_size times too)."""
 
-    steps: int = 2
-    tasks_per_step: int = 2
-    group_size: int = 4
-    lr: float = 1e-6
-    beta: float = 1e-3
-    clip_eps: float = 0.2
-    micro_batch: int = 8
+    steps: int = option(2, "optimiser steps (the RL run's 'generations')", minimum=1)
+    tasks_per_step: int = option(2, "tasks per step", minimum=1)
+    group_size: int = option(4, "GRPO: rollouts per task (group of the advantage); PPO: "
+                                "episodes per task", minimum=2)
+    lr: float = option(1e-6, "AdamW learning rate of the policy", exclusive_minimum=0)
+    beta: float = option(1e-3, "KL weight to the reference policy", minimum=0)
+    clip_eps: float = option(0.2, "ratio clip", exclusive_minimum=0, exclusive_maximum=1)
+    micro_batch: int = option(8, "sequences per forward/backward (gradients accumulate)",
+                              minimum=1)
 
     def __post_init__(self) -> None:
         for name in ("steps", "tasks_per_step", "micro_batch"):
@@ -75,6 +78,9 @@ class RunSpec:
     training always runs on hf (it needs gradients)."""
     eval_env_options: dict = field(default_factory=dict)
     """Options merged over env_options for held-out evaluation (e.g. the test data file)."""
+    failed_episode_reward: float | None = None
+    """None: a direction with a failed (crashed) episode gets a NaN fitness, excluded from
+    the update; a number: failed episodes score it (es.failed_episode_reward)."""
     rl: RLConfig = field(default_factory=RLConfig)
     """Used by the RL methods only (train_decoder is then the RL training decoder)."""
     runtime: dict = field(default_factory=dict)

@@ -88,9 +88,25 @@ def score_direction(policy, spec: RunSpec, generation: int, direction):
         return episodes, time.perf_counter() - t0
 
 
-def direction_reward(episodes) -> float:
-    """A direction's fitness: the mean episode reward over its tasks."""
-    return float(np.mean([e.reward for e in episodes])) if episodes else float("nan")
+def fitness(rewards, failed, failed_reward: float | None = None) -> float:
+    """A direction's fitness: the mean episode reward over its tasks. An episode whose
+    environment raised has no reward: the fitness is NaN (ES.tell excludes the
+    direction), or, with `failed_reward` set (es.failed_episode_reward), the failed
+    episodes score that value."""
+    rewards = np.asarray(rewards, dtype=np.float64)
+    failed = np.asarray(failed, dtype=bool)
+    if not rewards.size:
+        return float("nan")
+    if failed.any():
+        if failed_reward is None:
+            return float("nan")
+        rewards = np.where(failed, float(failed_reward), rewards)
+    return float(rewards.mean())
+
+
+def direction_reward(episodes, failed_reward: float | None = None) -> float:
+    """The fitness of a direction's episodes (see `fitness`)."""
+    return fitness([e.reward for e in episodes], [e.failed for e in episodes], failed_reward)
 
 
 def direction_path(out_dir: str | Path, index: int) -> Path:
@@ -181,13 +197,16 @@ def reduce_rewards(spec: RunSpec, generation: int, directions_dir: str, out: str
     for i in range(spec.es.population_size):
         t = pq.read_table(direction_path(directions_dir, i)).to_pydict()
         rewards = np.asarray(t["reward"], dtype=np.float64)
-        # Same fitness as score_direction's callers: the mean episode reward.
+        failed = [bool(f) for f in t.get("failed", [False] * len(rewards))]
+        # Same fitness as the in-process run: the mean episode reward, NaN with a failure.
         rows.append({
             "generation": generation, "direction": i, "direction_seed": t["direction_seed"][0],
             "sign": t["sign"][0], "sigma": t["sigma"][0],
-            "reward": float(rewards.mean()) if rewards.size else float("nan"),
+            "reward": fitness(rewards, failed, spec.failed_episode_reward),
+            "failed": any(failed), "failed_episodes": int(sum(failed)),
             "success": float(np.mean(t["success"])), "task_seeds": t["task_seed"],
-            "task_rewards": rewards.tolist(), "turns": float(np.mean(t["num_turns"])),
+            "task_rewards": rewards.tolist(), "task_failed": failed,
+            "turns": float(np.mean(t["num_turns"])),
             "prompt_tokens": int(np.sum(t["prompt_tokens"])),
             "completion_tokens": int(np.sum(t["completion_tokens"])),
             "wall_s": t["direction_wall_s"][0], "worker": t["worker"][0],
@@ -199,8 +218,17 @@ def reduce_rewards(spec: RunSpec, generation: int, directions_dir: str, out: str
     table = pa.Table.from_pylist(rows)
     write_parquet_atomic(table, out, metadata={"config": spec.to_json()})
     r = np.array([row["reward"] for row in rows])
-    log.info("%s gen %03d: reward mean %.4f std %.4f, success %.3f, sigma %.3g, "
-             "direction time %.1fs", spec.run_dir, generation, r.mean(), r.std(),
+    failed = [row["direction"] for row in rows if row["failed"]]
+    if failed:
+        log.warning("%s gen %03d: direction(s) %s had %d failed episode(s) (environment "
+                    "errors); %s", spec.run_dir, generation, failed,
+                    sum(row["failed_episodes"] for row in rows),
+                    "excluded from the update" if spec.failed_episode_reward is None else
+                    f"failed episodes scored {spec.failed_episode_reward}")
+    log.info("%s gen %03d: reward mean %.4f std %.4f (finite), success %.3f, sigma %.3g, "
+             "direction time %.1fs", spec.run_dir, generation,
+             np.nanmean(r) if np.isfinite(r).any() else float("nan"),
+             np.nanstd(r) if np.isfinite(r).any() else float("nan"),
              np.mean([row["success"] for row in rows]), rows[0]["sigma"],
              sum(row["wall_s"] for row in rows))
     return table
@@ -239,7 +267,12 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         "seeds": list(update.seeds), "signs": list(update.signs),
         "weights": list(update.weights), "excluded": list(update.excluded),
         "sigma": update.sigma, "alpha": update.alpha, "scale": update.scale,
-        "rewards": list(table["reward"]), "config": json.loads(spec.to_json()),
+        # NaN (a failed direction) as null: the manifest stays strict JSON.
+        "rewards": [r if np.isfinite(r) else None for r in table["reward"]],
+        "failed_directions": [d for d, f in zip(table["direction"],
+                                                table.get("failed", [False] * len(expected)),
+                                                strict=True) if f],
+        "config": json.loads(spec.to_json()),
         "update_wall_s": time.perf_counter() - t0, "load_s": load_s,
         "peak_rss_mb": peak_rss_mb(), "peak_memory_mb": peak_memory_mb(),
     }
@@ -294,13 +327,19 @@ def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: st
     for k, v in info.items():
         table = table.append_column(k, pa.array([v] * n))
     summary_d = {**info, "success_mean": summary.success_mean,
-                 "success_std": summary.success_std, "reward_mean": summary.reward_mean,
+                 "success_std": summary.success_std, "failed": summary.failed,
+                 "reward_mean": summary.reward_mean,
                  "per_repeat": list(summary.per_repeat), "peak_rss_mb": peak_rss_mb(),
                  "peak_memory_mb": peak_memory_mb(),
                  "wall_s": time.perf_counter() - t0, "load_s": load_s,
                  "checkpoint_sha256": checkpoint_sha256(checkpoint)}
     write_parquet_atomic(table, out, metadata={"config": spec.to_json(),
                                                "summary": json.dumps(summary_d)})
-    log.info("%s eval gen %03d: success %.3f +- %.3f", spec.run_dir, generation,
-             summary.success_mean, summary.success_std)
+    log.info("%s eval gen %03d: success %.3f +- %.3f, %d of %d episodes failed", spec.run_dir,
+             generation, summary.success_mean, summary.success_std, summary.failed,
+             summary.episodes)
+    if summary.failed:
+        log.warning("%s eval gen %03d: %d episode(s) failed (environment errors): counted "
+                    "as unsuccessful and reported as failed", spec.run_dir, generation,
+                    summary.failed)
     return summary_d

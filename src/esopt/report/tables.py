@@ -30,6 +30,11 @@ def success_stats(specs: list[RunSpec]) -> tuple[float, float, int]:
     return 100 * float(np.mean(rates)), 100 * float(np.std(rates)), len(rates)
 
 
+def failed_episodes(specs: list[RunSpec]) -> int:
+    """Final-evaluation episodes whose environment raised (counted as unsuccessful)."""
+    return sum(int(final_summary(s).get("failed", 0)) for s in specs)
+
+
 def table1(specs: list[RunSpec]) -> Table:
     """Rows: methods; columns: peak memory, then success (x100) per H*."""
     horizons = sorted({s.horizon for s in specs})
@@ -43,7 +48,10 @@ def table1(specs: list[RunSpec]) -> Table:
             if at_h:
                 mean, std, n = success_stats(at_h)
                 # One seed x one repeat has no spread to report.
-                cells.append(f"{mean:.2f}±{std:.2f}" if n > 1 else f"{mean:.2f}")
+                cell = f"{mean:.2f}±{std:.2f}" if n > 1 else f"{mean:.2f}"
+                failed = failed_episodes(at_h)
+                # Crashed episodes are unsuccessful, but said apart: not the model's failure.
+                cells.append(f"{cell} ({failed} failed)" if failed else cell)
             else:
                 cells.append("–")
         rows.append(cells)
@@ -73,24 +81,43 @@ def training_cost(spec: RunSpec) -> tuple[float, float, int]:
     return float(sum(rows["flops"])), float(seconds), int(sum(rows["episodes"]))
 
 
+def training_failures(spec: RunSpec) -> tuple[int, int]:
+    """(failed episodes, directions excluded from ES updates) of a run, from its ledger:
+    environment errors, which are never scored as a silent 0."""
+    rows = ledger(spec)
+    return (int(sum(rows.get("failed_episodes", []))),
+            int(sum(rows.get("excluded_directions", []))))
+
+
+def _failures_cell(failures: list[tuple[int, int]], es: bool) -> str:
+    """Total over seeds: `episodes` (RL) or `episodes / directions excluded` (ES)."""
+    episodes, excluded = (sum(f) for f in zip(*failures, strict=True))
+    return f"{episodes} / {excluded}" if es else str(episodes)
+
+
 def table2(specs: list[RunSpec]) -> Table:
     """Rows: trained methods; per H*: training FLOPs, time and episodes (mean over
-    seeds). The episodes say how much training each method's budget bought."""
+    seeds), and failed episodes (environment errors; for ES also the directions they
+    excluded from the updates), summed over seeds. The episodes say how much training
+    each method's budget bought."""
     horizons = sorted({s.horizon for s in specs})
     header = ["Method"] + [f"H*={h} {c}" for h in horizons
-                           for c in ("FLOPs", "Time", "Episodes")]
+                           for c in ("FLOPs", "Time", "Episodes", "Failed")]
     rows = []
     for method, runs in _by_method(specs).items():
         if method == "base":
             continue
         cells = [METHOD_LABELS[method].lstrip("+ ")]
         for h in horizons:
-            costs = [training_cost(s) for s in runs if s.horizon == h]
-            if costs:
+            at_h = [s for s in runs if s.horizon == h]
+            if at_h:
+                costs = [training_cost(s) for s in at_h]
                 flops, seconds, episodes = (float(np.mean(c)) for c in zip(*costs, strict=True))
-                cells += [si(flops, "FLOPs"), duration(seconds), f"{episodes:.0f}"]
+                cells += [si(flops, "FLOPs"), duration(seconds), f"{episodes:.0f}",
+                          _failures_cell([training_failures(s) for s in at_h],
+                                         method in ES_METHODS)]
             else:
-                cells += ["–", "–", "–"]
+                cells += ["–", "–", "–", "–"]
         rows.append(cells)
     return header, rows
 

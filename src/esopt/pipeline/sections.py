@@ -1,0 +1,296 @@
+"""The workflow config as dataclasses: every key, its help text, bounds and default.
+
+This module is the one source of truth of the config: `esopt.pipeline.config` parses
+the workflow's config mapping into `Config` (unknown keys, wrong types and bad values
+fail with the dotted key), and workflow/schemas/config.schema.yaml is generated from it
+(`esopt config schema > workflow/schemas/config.schema.yaml`; a test checks that the
+committed file equals the generated one). Library defaults are reused where a library
+class has one (ESConfig, SamplingParams, RLConfig, SearchConfig, SandboxLimits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from esopt.ahd.problems import PROBLEMS
+from esopt.backends.base import SamplingParams
+from esopt.context.search import SearchConfig
+from esopt.es.schedules import SCHEDULE_KINDS
+from esopt.es.shaping import SHAPINGS
+from esopt.es.strategy import ESConfig
+from esopt.pipeline.schema import option
+from esopt.pipeline.spec import METHODS, RLConfig
+from esopt.runtime.sandbox import SandboxLimits
+
+EXPERIMENTS = ("sudoku", "math", "ahd")
+AHD_PROBLEMS = tuple(PROBLEMS)
+AHD_METHODS = ("sample", "esopt_sample", "eoh", "esopt_eoh")
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """Decoding settings (SamplingParams without its seed, which the stage sets)."""
+
+    max_new_tokens: int = option(SamplingParams.max_new_tokens, "tokens per turn at most",
+                                 minimum=1)
+    temperature: float = option(SamplingParams.temperature, "0 = greedy", minimum=0)
+    top_p: float = option(SamplingParams.top_p, "nucleus filter; 1 = off",
+                          exclusive_minimum=0, maximum=1)
+    top_k: int = option(SamplingParams.top_k, "top-k filter; 0 = off", minimum=0)
+    stop: list[str] = option(factory=list, help="stop strings (besides the environment's)")
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                              top_p=self.top_p, top_k=self.top_k, stop=tuple(self.stop))
+
+    def __post_init__(self) -> None:
+        self.sampling()
+
+
+@dataclass(frozen=True)
+class RLDecoder(Decoder):
+    """Decoder of grpo and ppo training rollouts (grpo_b uses eval.decoder)."""
+
+    temperature: float = option(1.0, "0 = greedy; GRPO-dagger trains at 1", minimum=0)
+
+
+@dataclass(frozen=True)
+class ProposalDecoder(Decoder):
+    """Decoding of AHD proposals."""
+
+    max_new_tokens: int = option(512, "tokens per proposal at most", minimum=1)
+    temperature: float = option(1.0, "0 = greedy", minimum=0)
+
+
+@dataclass(frozen=True)
+class Sigma:
+    """A sigma schedule: constant sigma_0, or cosine/linear from sigma_0 to exactly
+    sigma_T at the last generation."""
+
+    kind: str = option("constant", "constant, cosine or linear", choices=SCHEDULE_KINDS)
+    sigma_0: float = option(1e-3, "sigma at the first generation", exclusive_minimum=0)
+    sigma_T: float | None = option(None, "sigma at the last generation (null: sigma_0)",
+                                   exclusive_minimum=0)
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in (("kind", self.kind), ("sigma_0", self.sigma_0),
+                                  ("sigma_T", self.sigma_T)) if v is not None}
+
+
+@dataclass(frozen=True)
+class SigmaOverride:
+    """Keys of a method's sigma schedule replaced at one H* (null: keep)."""
+
+    kind: str | None = option(None, "constant, cosine or linear", choices=SCHEDULE_KINDS)
+    sigma_0: float | None = option(None, "sigma at the first generation", exclusive_minimum=0)
+    sigma_T: float | None = option(None, "sigma at the last generation", exclusive_minimum=0)
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in (("kind", self.kind), ("sigma_0", self.sigma_0),
+                                  ("sigma_T", self.sigma_T)) if v is not None}
+
+
+@dataclass(frozen=True)
+class MethodSigmas:
+    """Sigma schedule per ES method (vanilla ES is constant in the paper, ESOpt cosine)."""
+
+    vanilla_es: Sigma = option(factory=Sigma, help="schedule of vanilla_es")
+    esopt: Sigma = option(factory=Sigma, help="schedule of esopt")
+
+
+@dataclass(frozen=True)
+class MethodSigmaOverrides:
+    """Per-method sigma overrides at one H*."""
+
+    vanilla_es: SigmaOverride = option(factory=SigmaOverride, help="override of vanilla_es")
+    esopt: SigmaOverride = option(factory=SigmaOverride, help="override of esopt")
+
+
+@dataclass(frozen=True)
+class ESSection:
+    """ES hyper-parameters shared by the ES methods."""
+
+    population_size: int = option(ESConfig.population_size, "G, directions per generation",
+                                  minimum=2)
+    tasks_per_direction: int = option(8, "tasks scoring each direction (shared: CRN)",
+                                      minimum=1)
+    generations: int = option(1, "ES generations (updates)", minimum=1)
+    alpha: float = option(ESConfig.alpha, "update scale (theta += alpha/G sum w eps)",
+                          minimum=0)
+    shaping: str = option(ESConfig.shaping, "reward shaping", choices=tuple(SHAPINGS))
+    antithetic: bool = option(ESConfig.antithetic, "mirrored perturbations theta +- sigma eps")
+    keep_every: int = option(10, "keep and evaluate every k-th checkpoint (and the last)",
+                             minimum=1)
+    failed_episode_reward: float | None = option(
+        None, "null: a direction with a failed (crashed) episode gets a NaN fitness and is "
+              "excluded from the update; a number: failed episodes score this reward")
+
+
+@dataclass(frozen=True)
+class RLSection(RLConfig):
+    """Agentic RL baselines (grpo, grpo_b, ppo); a step is tasks_per_step x group_size
+    episodes."""
+
+    train_decoder: RLDecoder = option(factory=RLDecoder,
+                                      help="decoder of grpo and ppo rollouts (grpo_b uses "
+                                           "eval.decoder)")
+
+    def rl_config(self) -> RLConfig:
+        return RLConfig(**{f.name: getattr(self, f.name) for f in fields(RLConfig)})
+
+
+@dataclass(frozen=True)
+class EvalSection:
+    """Held-out evaluation."""
+
+    tasks: int = option(32, "held-out tasks", minimum=1)
+    repeats: int = option(1, "repeats of every task (mean +- std over them)", minimum=1)
+    decoder: Decoder = option(factory=Decoder, help="evaluation decoder")
+    env_options: dict = option(factory=dict, help="environment options merged over "
+                                                  "env_options for evaluation (e.g. test data)")
+
+
+@dataclass(frozen=True)
+class ExperimentSection:
+    """Agentic Sudoku grouped by H* (paper Table 1, Figure 3, Table 7)."""
+
+    env: str = option("sudoku", "registered environment name")
+    env_options: dict = option(factory=dict, help="environment options (size, few_shot, "
+                                                  "action_format, reward, max_turns, ...)")
+    horizons: list[int] = option(factory=lambda: [1, 2], item_minimum=1,
+                                 help="H*: minimum successful horizons (Sudoku: blanks per "
+                                      "board; math: the turn limit)")
+    methods: list[str] = option(factory=lambda: list(METHODS), item_choices=METHODS,
+                                help="methods to run; base is evaluation only; grpo, grpo_b "
+                                     "and ppo are the Agentic RL baselines")
+    seeds: list[int] = option(factory=lambda: [0], item_minimum=0, help="training seeds")
+    es: ESSection = option(factory=ESSection, help="ES hyper-parameters")
+    sigma: MethodSigmas = option(factory=MethodSigmas, help="sigma schedule per ES method")
+    sigma_by_horizon: dict[int, MethodSigmaOverrides] = option(
+        factory=dict, help="per-H* overrides of sigma: {H*: {method: schedule keys}}")
+    train_decoder: Decoder = option(factory=Decoder, help="decoding during ES training")
+    rl: RLSection = option(factory=RLSection, help="Agentic RL baselines")
+    eval: EvalSection = option(factory=EvalSection, help="held-out evaluation")
+    skills: bool = option(False, "add the Trace2Skill conditions (Table 3, Figure 8)")
+
+
+@dataclass(frozen=True)
+class MathSection(ExperimentSection):
+    """Math with a Python tool (Table 3 math rows, Figure 8); the horizon is the turn
+    limit."""
+
+    env: str = option("math_tool", "registered environment name")
+
+
+@dataclass(frozen=True)
+class AHDES:
+    """ES of the esopt_* AHD methods."""
+
+    alpha: float = option(ESConfig.alpha, "update scale", minimum=0)
+    schedule: str = option("cosine", "sigma schedule", choices=SCHEDULE_KINDS)
+    sigma_0: float = option(1e-3, "sigma at the first update", exclusive_minimum=0)
+    sigma_T: float = option(1e-5, "sigma at the last update (> 0: the last update is not "
+                                  "noise)", exclusive_minimum=0)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Sandbox limits of one evaluation of generated code."""
+
+    wall_s: float = option(SandboxLimits.wall_s, "wall-clock seconds", exclusive_minimum=0)
+    cpu_s: int = option(SandboxLimits.cpu_s, "CPU seconds", minimum=1)
+    memory_mb: int = option(SandboxLimits.memory_mb, "address space (MB)", minimum=1)
+    file_mb: int = option(SandboxLimits.file_mb, "largest file written (MB)", minimum=1)
+    output_chars: int = option(SandboxLimits.output_chars, "stdout/stderr kept (chars)",
+                               minimum=1)
+    result_mb: int = option(SandboxLimits.result_mb, "largest result read back (MB)",
+                            minimum=1)
+
+
+@dataclass(frozen=True)
+class AHDSection:
+    """Automatic heuristic design (paper Table 5, 13, 17, 18); runs when listed in
+    experiments."""
+
+    enabled: bool = option(True, "false: no AHD runs even when listed")
+    problems: list[str] = option(factory=lambda: ["tsp_constructive", "kp_constructive"],
+                                 item_choices=AHD_PROBLEMS,
+                                 help="constructive problems whose heuristic the LLM writes")
+    methods: list[str] = option(factory=lambda: ["sample", "esopt_sample"],
+                                item_choices=AHD_METHODS,
+                                help="outer loops, each paired with its ESOpt counterpart")
+    seeds: list[int] = option(factory=lambda: [0], item_minimum=0,
+                              help="independent runs per (problem, method)")
+    budget: int = option(SearchConfig.budget, "T: proposals evaluated per run, failures "
+                                              "included", minimum=1)
+    batch_size: int = option(SearchConfig.batch_size, "Sample: proposals per batch = ES "
+                                                      "directions per update", minimum=2)
+    pop_size: int = option(SearchConfig.pop_size, "EoH: population, offspring per operator, "
+                                                  "ES directions per m1/m2 batch", minimum=2)
+    parents: int = option(SearchConfig.parents, "EoH: parents shown to e1/e2", minimum=1)
+    init_size: int | None = option(None, "EoH: i1 proposals seeding the population "
+                                         "(null: 2 x pop_size)", minimum=1)
+    prefill: bool = option(SearchConfig.prefill, "start the answer at the function header")
+    show_seed: bool = option(SearchConfig.show_seed, "i1 prompts show the greedy heuristic")
+    decoder: ProposalDecoder = option(factory=ProposalDecoder, help="proposal decoding")
+    es: AHDES = option(factory=AHDES, help="ES of the esopt_* methods")
+    limits: Limits = option(factory=Limits, help="sandbox limits per evaluation")
+
+
+@dataclass(frozen=True)
+class RuntimeSection:
+    """Fan-out settings (runtime, not experiment: never part of a run's identity);
+    profiles override them."""
+
+    cluster: str = option("local", "where perturb-and-evaluate shards run",
+                          choices=("local", "slurm", "debug", "inline"))
+    workers: int = option(1, "shards per generation", minimum=1)
+    threads_per_worker: int = option(1, "torch threads per worker", minimum=1)
+    eval_threads: int = option(2, "torch threads of evaluation jobs", minimum=1)
+    device: str = option("auto", "torch device of the served model (auto: cuda if "
+                                 "available)")
+    timeout_min: int = option(60, "deadline of a generation's shards (minutes)", minimum=1)
+    slurm: dict = option(factory=dict, help="submitit slurm_* parameters (partition, "
+                                            "gpus_per_node, mem_gb, ...)")
+    vllm: dict = option(factory=dict, help="extra vllm.LLM arguments when backend is vllm")
+
+
+@dataclass(frozen=True)
+class Config:
+    """esopt workflow configuration (config/config.yaml, a scale file, --config)."""
+
+    scale: str = option("tiny", "scale file merged from config/scales (smoke, tiny, paper, "
+                                "ahd, math, math-paper)")
+    model: str = option("smollm2-135m-instruct", "base model: embedded name, local "
+                                                 "checkpoint directory or Hub id")
+    serving_dtype: str = option("float32", "precision of the served weights; masters stay "
+                                           "float32", choices=("float32", "bfloat16", "float16"))
+    backend: str = option("hf", "rollout engine of ES directions and evaluations (RL "
+                                "training always uses hf)", choices=("hf", "vllm"))
+    experiments: list[str] = option(factory=lambda: ["sudoku"], item_choices=EXPERIMENTS,
+                                    help="experiment sections to run")
+    sudoku: ExperimentSection = option(factory=ExperimentSection,
+                                       help="Agentic Sudoku (Table 1, Figure 3, Table 7)")
+    math: MathSection = option(factory=MathSection,
+                               help="math with a Python tool (Table 3, Figure 8)")
+    ahd: AHDSection = option(factory=AHDSection, help="automatic heuristic design")
+    runtime: RuntimeSection = option(factory=RuntimeSection, help="fan-out settings")
+
+
+SCHEMA_HEADER = ("# Generated from esopt.pipeline.sections; do not edit. Regenerate with:\n"
+                 "#   esopt config schema > workflow/schemas/config.schema.yaml\n")
+
+
+def config_schema() -> dict:
+    """The workflow's JSON schema (workflow/schemas/config.schema.yaml), from Config."""
+    from esopt.pipeline.schema import json_schema
+
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **json_schema(Config)}
+
+
+def config_schema_yaml() -> str:
+    """The schema file's text: the header, then the schema as YAML."""
+    import yaml
+
+    return SCHEMA_HEADER + yaml.safe_dump(config_schema(), sort_keys=False,
+                                          default_flow_style=None, width=96)
