@@ -4,8 +4,9 @@ The same operations in the same order as the tensor version, each on float32 or 
 integer scalars: LLVM vectorises the loop over Philox groups (AVX2 `vpmuludq` for the
 32x32-bit products, 8 float32 lanes for the transform) without changing a bit, since numba
 compiles without fast-math (no reassociation, no fused multiply-add). Measured here: about
-2-3x torch.randn's numbers/s on one core (benchmarks/es_primitives.py). Tested bit-identical to the tensor version and to
-golden vectors from an independent numpy implementation.
+2-3x torch.randn's numbers/s on one core (benchmarks/es_primitives.py). Tested
+bit-identical to the tensor version and to golden vectors from an independent numpy
+implementation.
 """
 
 from __future__ import annotations
