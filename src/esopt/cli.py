@@ -156,6 +156,14 @@ def _report_math(args) -> None:
     figure8(specs, args.figures)
 
 
+def _sudoku_puzzles(args) -> None:
+    from esopt.envs.sudoku_board import write_puzzles
+
+    puzzles = write_puzzles(args.out, args.size, args.blanks, args.count, args.seed,
+                            compact=args.compact)
+    print(f"{args.out}: {len(puzzles)} puzzles, {args.size}x{args.size}, H*={args.blanks}")
+
+
 def _default(name: str):
     from esopt.models import default_model_dir
 
@@ -223,6 +231,18 @@ def build_parser() -> argparse.ArgumentParser:
                "out")
     dist.add_argument("--episodes", nargs="+", required=True,
                       help="episode Parquet files or directories of them")
+
+    sudoku = sub.add_parser("sudoku", help="Sudoku puzzle files").add_subparsers(
+        dest="action", required=True)
+    puz = sudoku.add_parser("puzzles", help="write a JSONL puzzle file of generated boards "
+                            "(env_options.puzzles reads it)")
+    puz.add_argument("--out", required=True, help="path.jsonl")
+    puz.add_argument("--size", type=int, default=9)
+    puz.add_argument("--blanks", type=int, required=True, help="H*: blanks per board")
+    puz.add_argument("--count", type=int, required=True)
+    puz.add_argument("--seed", type=int, default=0, help="first generator seed")
+    puz.add_argument("--compact", action="store_true", help="boards as strings, '.' = blank")
+    puz.set_defaults(func=_sudoku_puzzles)
 
     ahd = sub.add_parser("ahd", help="automatic heuristic design (Table 5, 13, 17, 18)")
     ahds = ahd.add_subparsers(dest="ahd", required=True)

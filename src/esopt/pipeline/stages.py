@@ -234,9 +234,11 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
 
 def eval_tasks(env: str, env_kwargs: dict, count: int) -> list[int]:
     """Held-out task seeds: generated tasks hash apart from training; environments over a
-    fixed problem file (`indexed_tasks`) take the first N problems, each once."""
-    if getattr(make_env(env, **env_kwargs), "indexed_tasks", False):
-        return list(range(count))
+    fixed problem file (`indexed_tasks`) take the first N problems (at most the file's
+    `num_tasks`), each once, in file order."""
+    made = make_env(env, **env_kwargs)
+    if getattr(made, "indexed_tasks", False):
+        return list(range(min(count, getattr(made, "num_tasks", None) or count)))
     return task_seeds("test", count)
 
 
