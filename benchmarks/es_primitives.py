@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 
 import torch
 
+from bench_model import smollm2_dir
 from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
 from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, NOISE_BLOCK, noise_chunks
@@ -69,18 +69,14 @@ def child(model: str, mode: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", default=os.path.expanduser(
-        "~/.cache/esopt/models/smollm2-135m-instruct"))
+    ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
     ap.add_argument("--G", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--child", choices=["plain", "perturbed"])
     args = ap.parse_args()
     if args.child:
         return child(args.model, args.child)
-    if not os.path.isdir(args.model):
-        from esopt.models import fetch_model
-
-        fetch_model("smollm2-135m-instruct", args.model)
+    args.model = smollm2_dir(args.model)
 
     t0 = time.perf_counter()
     policy = HFPolicy.load(args.model)
