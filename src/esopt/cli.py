@@ -164,6 +164,13 @@ def _sudoku_puzzles(args) -> None:
     print(f"{args.out}: {len(puzzles)} puzzles, {args.size}x{args.size}, H*={args.blanks}")
 
 
+def _status(args) -> None:
+    from esopt.pipeline.status import format_status, parse_overrides, status
+
+    rows = status(args.results, args.directory, args.configfile, parse_overrides(args.config))
+    print(format_status(rows))
+
+
 def _default(name: str):
     from esopt.models import default_model_dir
 
@@ -231,6 +238,16 @@ def build_parser() -> argparse.ArgumentParser:
                "out")
     dist.add_argument("--episodes", nargs="+", required=True,
                       help="episode Parquet files or directories of them")
+
+    st = sub.add_parser("status", help="per run of the config: generations done, last "
+                        "reward, seconds per generation (from the results files)")
+    st.add_argument("--results", default="results", help="the results folder (default results)")
+    st.add_argument("--directory", default=".", help="the workflow folder (config/, workflow/)")
+    st.add_argument("--configfile", nargs="*", default=[],
+                    help="extra config files, as snakemake --configfile")
+    st.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="overrides, as snakemake --config (e.g. scale=smoke)")
+    st.set_defaults(func=_status)
 
     sudoku = sub.add_parser("sudoku", help="Sudoku puzzle files").add_subparsers(
         dest="action", required=True)

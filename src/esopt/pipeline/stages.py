@@ -35,6 +35,7 @@ from esopt.runtime.checkpoint import MANIFEST_NAME, checkpoint_sha256, read_mast
 from esopt.runtime.fanout import map_shards
 from esopt.runtime.ledger import ModelShape, rollout_flops
 from esopt.runtime.memory import peak_memory_mb, peak_rss_mb
+from esopt.runtime.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
     directions = es.ask(es.state_at(generation))
     worker = f"{socket.gethostname()}:{os.getpid()}"
     shape = ModelShape.of_policy(policy)
+    progress = Progress(len(todo), f"gen {generation:03d} shard {indices}", "direction")
     for i in todo:
         # Fault injection for the fault-handling tests: a crash, or a slow direction.
         if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):
@@ -123,6 +125,7 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
                  "worker_load_s": load_s, "worker_shard": list(indices)}
         write_parquet_atomic(episodes_table(episodes, extra), direction_path(out_dir, i),
                              metadata={"config": spec.to_json()})
+        progress.update()
     return todo
 
 
@@ -152,11 +155,14 @@ def evaluate_directions(spec: RunSpec, generation: int, checkpoint: str, out_dir
         # and model load; a crash still fails this job with its traceback.
         cluster = "inline"
     t0 = time.perf_counter()
+    progress = Progress(len(missing), f"gen {generation:03d} directions", "direction")
     map_shards(DirectionShard(),
                [(spec.to_json(), generation, checkpoint, out_dir, s,
                  int(rt.get("threads_per_worker", 1))) for s in shards],
                cluster=cluster, folder=Path(out_dir).parent / "submitit",
-               timeout_min=int(rt.get("timeout_min", 60)), slurm=rt.get("slurm"))
+               timeout_min=int(rt.get("timeout_min", 60)), slurm=rt.get("slurm"),
+               on_poll=lambda: progress.update(
+                   sum(direction_path(out_dir, i).exists() for i in missing) - progress.done))
     absent = [i for i in range(g) if not direction_path(out_dir, i).exists()]
     if absent:
         raise RuntimeError(f"directions {absent} have no result file")
