@@ -167,7 +167,7 @@ def test_checkpoint_manifest_is_enough_to_replay_the_update(smoke_run):
     policy.apply(Update(generation=0, sigma=m1["sigma"], alpha=m1["alpha"],
                         seeds=tuple(m1["seeds"]), signs=tuple(m1["signs"]),
                         weights=tuple(m1["weights"])))
-    assert policy.save(wd / "replay")["sha256"] == m1["sha256"]
+    assert policy.save(wd / "results/replay")["sha256"] == m1["sha256"]
 
 
 def test_intermediate_checkpoints_are_temporary_and_kept_ones_stay(smoke_run):
