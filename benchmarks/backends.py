@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
+
+from bench_model import smollm2_dir
 
 BATCHES = (1, 8, 32)
 
@@ -57,9 +58,9 @@ def main() -> None:
     from esopt.backends.vllm import VLLMPolicy
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=str(Path(os.environ.get(
-        "ESOPT_TEST_CACHE", Path.home() / ".cache/esopt")) / "models/smollm2-135m-instruct"))
+    ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
     args = ap.parse_args()
+    args.model = smollm2_dir(args.model)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     sampling = SamplingParams(max_new_tokens=32, temperature=0.7, top_p=0.8, top_k=20)
     rows = {}

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 
 import torch
 
+from bench_model import smollm2_dir
 from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
 from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, NOISE_BLOCK, draw, noise_chunks
@@ -92,8 +92,7 @@ def child(model: str, mode: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", default=os.path.expanduser(
-        "~/.cache/esopt/models/smollm2-135m-instruct"))
+    ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
     ap.add_argument("--G", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1,
@@ -104,10 +103,7 @@ def main() -> None:
         if args.child.startswith("tp-"):
             return tp_draw_child(args.child[3:])
         return child(args.model, args.child)
-    if not os.path.isdir(args.model):
-        from esopt.models import fetch_model
-
-        fetch_model("smollm2-135m-instruct", args.model)
+    args.model = smollm2_dir(args.model)
 
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from bench_model import smollm2_dir
 
 ENV = ("sudoku", {"size": 4, "blanks": 1, "few_shot": 1, "action_format": "cell"})
 DECODER = {"max_new_tokens": 8, "temperature": 0.7, "top_p": 0.8, "top_k": 20}
@@ -76,12 +76,12 @@ def measure(model: str, mode: str, tasks: int, group: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=str(Path(os.environ.get(
-        "ESOPT_TEST_CACHE", Path.home() / ".cache/esopt")) / "models/smollm2-135m-instruct"))
+    ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
     ap.add_argument("--tasks", type=int, default=2)
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--child", choices=("es", "grpo", "ppo"))
     args = ap.parse_args()
+    args.model = smollm2_dir(args.model)
     if args.child:
         child(args.model, args.child, args.tasks, args.group)
         return

@@ -23,6 +23,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
+from bench_model import smollm2_dir
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -31,13 +33,9 @@ def main() -> None:
     ap.add_argument("--generations", type=int, default=2)
     ap.add_argument("--G", type=int, default=4)
     ap.add_argument("--tasks", type=int, default=4)
-    ap.add_argument("--model", default=os.path.expanduser(
-        "~/.cache/esopt/models/smollm2-135m-instruct"))
+    ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
     args = ap.parse_args()
-    if not Path(args.model).is_dir():
-        from esopt.models import fetch_model
-
-        fetch_model("smollm2-135m-instruct", args.model)
+    args.model = str(Path(smollm2_dir(args.model)).resolve())
 
     wd = Path(tempfile.mkdtemp(prefix="esopt-orch-"))
     shutil.copy(REPO / "Snakefile", wd)

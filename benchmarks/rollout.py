@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 
+from bench_model import smollm2_dir
 from esopt.agent.evaluate import EVAL_SAMPLING, evaluate, task_seeds
 from esopt.agent.rollout import run_episodes
 from esopt.backends.base import SamplingParams
@@ -33,13 +33,13 @@ def token_counts(episodes) -> tuple[int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", default=os.path.expanduser(
-        "~/.cache/esopt/models/smollm2-135m-instruct"))
+    ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
     ap.add_argument("--episodes", type=int, default=32)
     ap.add_argument("--single", type=int, default=8, help="episodes run one at a time")
     ap.add_argument("--blanks", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--eval-tasks", type=int, default=32)
     args = ap.parse_args()
+    args.model = smollm2_dir(args.model)
     policy = HFPolicy.load(args.model)
     make = lambda: make_env("sudoku", blanks=2, **TINY_SUDOKU)  # noqa: E731
     seeds = task_seeds("bench", args.episodes)

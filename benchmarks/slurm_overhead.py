@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shutil
 import statistics
 import tempfile
@@ -22,20 +21,21 @@ from pathlib import Path
 
 import yaml
 
+from bench_model import smollm2_dir
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--smollm2", default=os.path.expanduser(
-        "~/.cache/esopt/models/smollm2-135m-instruct"))
+    ap.add_argument("--smollm2", help="SmolLM2 directory (default: bench_model.py finds it)")
     args = ap.parse_args()
-    from esopt.models import fetch_model, make_tiny_model
+    from esopt.models import make_tiny_model
     from esopt.pipeline.config import run_specs
     from esopt.pipeline.stages import evaluate_directions
 
-    fetch_model("smollm2-135m-instruct", args.smollm2)
+    args.smollm2 = smollm2_dir(args.smollm2)
     work = Path(tempfile.mkdtemp(prefix="esopt-slurm-bench-"))
     tiny = make_tiny_model(work / "tiny", args.smollm2)
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())

@@ -22,6 +22,35 @@ def without_manifest(src: Path, dst: Path) -> Path:
     return dst
 
 
+def smoke_run_spec(model: Path, runtime: dict):
+    """The smoke-scale esopt run spec (G=4) on `model`, fanned out as `runtime` says."""
+    import dataclasses
+
+    import yaml
+
+    from esopt.pipeline.config import run_specs
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((repo / "config/config.yaml").read_text())
+    smoke = yaml.safe_load((repo / "config/scales/smoke.yaml").read_text())
+    cfg["sudoku"].update({k: {**cfg["sudoku"].get(k, {}), **v} if isinstance(v, dict) else v
+                          for k, v in smoke["sudoku"].items()})
+    cfg["model"] = str(model)
+    cfg["runtime"] = runtime
+    spec = next(s for s in run_specs(cfg) if s.method == "esopt")
+    return dataclasses.replace(spec, es=dataclasses.replace(spec.es, population_size=4))
+
+
+def assert_reports_injected_failure(message: str, direction: int) -> None:
+    """The fan-out's error carries the worker's exception and its traceback, down to the
+    line of the stage that raised it (the fault injected by ESOPT_FAIL_DIRECTION)."""
+    assert "1 of 2 shard(s) failed" in message, message
+    assert "Traceback (most recent call last)" in message, message
+    assert f"RuntimeError: injected failure in direction {direction}" in message, message
+    assert "esopt/pipeline/stages.py" in message and "in eval_direction_shard" in message
+    assert 'raise RuntimeError(f"injected failure in direction {i}")' in message, message
+
+
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     from esopt.models import fetch_model

@@ -165,21 +165,29 @@ def _config_schema(args) -> None:
 def _config_check(args) -> None:
     import yaml
 
-    from esopt.pipeline.config import check_config
+    from esopt.pipeline.config import check_config, merge_config
 
     config: dict = {}
     for path in args.files:  # merged in order, as Snakemake merges configfiles
         with open(path) as f:
-            config = _merge(config, yaml.safe_load(f) or {})
+            config = merge_config(config, yaml.safe_load(f) or {})
     check_config(config)
     print(f"ok: {' + '.join(args.files)}")
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+def _sudoku_puzzles(args) -> None:
+    from esopt.envs.sudoku_board import write_puzzles
+
+    puzzles = write_puzzles(args.out, args.size, args.blanks, args.count, args.seed,
+                            compact=args.compact)
+    print(f"{args.out}: {len(puzzles)} puzzles, {args.size}x{args.size}, H*={args.blanks}")
+
+
+def _status(args) -> None:
+    from esopt.pipeline.status import format_status, parse_overrides, status
+
+    rows = status(args.results, args.directory, args.configfile, parse_overrides(args.config))
+    print(format_status(rows))
 
 
 def _default(name: str):
@@ -259,6 +267,28 @@ def build_parser() -> argparse.ArgumentParser:
                "out")
     dist.add_argument("--episodes", nargs="+", required=True,
                       help="episode Parquet files or directories of them")
+
+    st = sub.add_parser("status", help="per run of the config: generations done, last "
+                        "reward, seconds per generation (from the results files)")
+    st.add_argument("--results", default="results", help="the results folder (default results)")
+    st.add_argument("--directory", default=".", help="the workflow folder (config/, workflow/)")
+    st.add_argument("--configfile", nargs="*", default=[],
+                    help="extra config files, as snakemake --configfile")
+    st.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="overrides, as snakemake --config (e.g. scale=smoke)")
+    st.set_defaults(func=_status)
+
+    sudoku = sub.add_parser("sudoku", help="Sudoku puzzle files").add_subparsers(
+        dest="action", required=True)
+    puz = sudoku.add_parser("puzzles", help="write a JSONL puzzle file of generated boards "
+                            "(env_options.puzzles reads it)")
+    puz.add_argument("--out", required=True, help="path.jsonl")
+    puz.add_argument("--size", type=int, default=9)
+    puz.add_argument("--blanks", type=int, required=True, help="H*: blanks per board")
+    puz.add_argument("--count", type=int, required=True)
+    puz.add_argument("--seed", type=int, default=0, help="first generator seed")
+    puz.add_argument("--compact", action="store_true", help="boards as strings, '.' = blank")
+    puz.set_defaults(func=_sudoku_puzzles)
 
     ahd = sub.add_parser("ahd", help="automatic heuristic design (Table 5, 13, 17, 18)")
     ahds = ahd.add_subparsers(dest="ahd", required=True)

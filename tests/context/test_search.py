@@ -11,13 +11,15 @@ from esopt.backends.base import SamplingParams
 from esopt.context.search import (
     Candidate,
     SearchConfig,
+    _Search,
     manage_population,
     penalised,
     rank_select,
     run_search,
 )
+from esopt.es.noise import add_noise_sum_
 from esopt.es.schedules import SigmaSchedule
-from esopt.es.strategy import ESConfig
+from esopt.es.strategy import ES, ESConfig
 
 KP = PROBLEMS["kp_constructive"]
 
@@ -87,3 +89,51 @@ def test_eoh_reseeds_when_nothing_is_valid_and_still_ends(tiny_policy):
     result = run_search(tiny_policy, cfg)
     assert [c.operator for c in result.candidates] == ["i1"] * 6
     assert result.population == []
+
+
+def _scored(objectives, parent=math.nan):
+    """A batch of proposals as directions 0..n-1 wrote them (NaN: a failed proposal)."""
+    return [Candidate(i, 0, "sample", i, parent, "", "", "ok" if math.isfinite(o) else
+                      "exception", o, "", 0, 0.0, 0.0) for i, o in enumerate(objectives)]
+
+
+def _noise(seed, like):
+    eps = {n: torch.zeros_like(t) for n, t in like.items()}
+    add_noise_sum_(eps, [seed], [1.0], 1.0)
+    return eps
+
+
+@pytest.mark.parametrize("problem, operator, objectives, parent, raw", [
+    # TSP minimises: the shortest tour (direction 1) is the best proposal.
+    ("tsp_constructive", "sample", [5.0, 3.0, 4.0], math.nan, [-5.0, -3.0, -4.0]),
+    # KP maximises: the largest value (direction 0) is the best; a failure is penalised to
+    # min(valid) - std(valid) = 2 - 1.
+    ("kp_constructive", "sample", [4.0, 2.0, math.nan], math.nan, [4.0, 2.0, 1.0]),
+    # m1 on TSP: improvement over the parent's 4.0, positive when shorter.
+    ("tsp_constructive", "m1", [5.0, 3.0, 4.0], 4.0, [-1.0, 1.0, 0.0]),
+])
+def test_es_co_evolution_moves_the_weights_towards_the_better_proposals(
+        tiny_policy, problem, operator, objectives, parent, raw):
+    es = _es(3, 2)
+    search = _Search(tiny_policy, SearchConfig(problem, budget=6, batch_size=3, es=es))
+    theta0 = {n: t.clone() for n, t in tiny_policy.master.items()}
+    batch = _scored(objectives, parent)
+    state = ES(es).state_at(0)
+    search._update(batch, state, operator)
+    np.testing.assert_allclose([c.reward for c in batch], raw)
+    weights = (np.array(raw) - np.mean(raw)) / np.std(raw)
+    np.testing.assert_allclose(search.updates[0]["weights"], weights, rtol=1e-6)
+    # theta1 = theta0 + alpha / G * sum_i w_i eps_i, so the step points along the best
+    # proposal's noise and away from the worst's.
+    seeds = [d.seed for d in ES(es).ask(state)]
+    assert search.updates[0]["seeds"] == seeds
+    expected = {n: t.clone() for n, t in theta0.items()}
+    add_noise_sum_(expected, seeds, list(weights), es.alpha / 3)
+    for n in theta0:
+        torch.testing.assert_close(tiny_policy.master[n], expected[n], rtol=0, atol=1e-7)
+    step = {n: tiny_policy.master[n] - theta0[n] for n in theta0}
+    along = [sum(float((step[n] * e[n]).sum()) for n in theta0)
+             for e in (_noise(s, theta0) for s in seeds)]
+    best, worst = int(np.argmax(raw)), int(np.argmin(raw))
+    assert along[best] > 0 > along[worst]
+    assert np.argsort(along).tolist() == np.argsort(raw).tolist()

@@ -1,4 +1,6 @@
-"""The math tool environment on the shared DAPO test file (read by path, never copied)."""
+"""The math tool environment: the episode and the sandboxed tool on generated problems
+(always run), the loaders on the shared DAPO/AIME files (read by path, never copied; those
+tests alone skip where the files are absent)."""
 
 import os
 from pathlib import Path
@@ -11,9 +13,10 @@ from esopt.envs import make_env
 # The shared data sit beside the repository (../shared/data); ESOPT_SHARED_DATA moves them.
 DATA = Path(os.environ.get("ESOPT_SHARED_DATA",
                            Path(__file__).resolve().parents[3] / "shared" / "data")) / "math"
-pytestmark = pytest.mark.skipif(not DATA.exists(), reason=f"needs {DATA}")
+needs_data = pytest.mark.skipif(not DATA.exists(), reason=f"needs {DATA}")
 
 
+@needs_data
 def test_loaders_read_the_shared_files():
     dapo, aime = load_jsonl(DATA / "dapo_test.jsonl"), load_jsonl(DATA / "aime_2026.jsonl")
     assert len(dapo) == 100 and len(aime) == 30
@@ -27,7 +30,16 @@ def test_loaders_read_the_shared_files():
 
 
 def env(**options):
-    return make_env("math_tool", data=str(DATA / "dapo_test.jsonl"), **options)
+    # Generated problems: the environment and the sandbox do not depend on the shared data.
+    return make_env("math_tool", data="generated:8:0", **options)
+
+
+@needs_data
+def test_an_episode_on_the_shared_file_is_solved_by_its_gold_answer():
+    e = make_env("math_tool", data=str(DATA / "dapo_test.jsonl"), require_tool=False)
+    for i in range(3):
+        e.reset(i)
+        assert e.problem.answer and e.step(f"Answer: {e.problem.answer}").reward == 1.0
 
 
 def test_tool_call_then_answer_solves_the_episode():

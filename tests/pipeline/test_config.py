@@ -96,11 +96,11 @@ SCALES = sorted(p.stem for p in (REPO / "config/scales").glob("*.yaml"))
 
 
 def merged(*parts: dict) -> dict:
-    from esopt.cli import _merge
+    from esopt.pipeline.config import merge_config
 
     out: dict = {}
     for p in parts:
-        out = _merge(out, p)
+        out = merge_config(out, p)
     return out
 
 

@@ -1,5 +1,6 @@
 """The update stage works on checkpoint files (no model built) and writes the checkpoint the
-backend would have written: same weights sha256, same model files, a replayable manifest."""
+backend would have written: same weights sha256, same model files, and a manifest from which
+checkpoint t+1 is rebuilt bit for bit out of checkpoint t."""
 
 import json
 from dataclasses import replace
@@ -10,13 +11,15 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from esopt.es.noise import noise_fingerprint
+from esopt.es.noise import add_noise_sum_, noise_fingerprint
 from esopt.es.strategy import ES
 from esopt.pipeline.config import run_specs
 from esopt.pipeline.stages import update_checkpoint
 from esopt.runtime.checkpoint import (
     MANIFEST_NAME,
     WEIGHTS_NAME,
+    file_sha256,
+    read_manifest,
     read_master,
     verify_checkpoint,
     write_checkpoint,
@@ -65,10 +68,41 @@ def test_file_update_equals_the_backend_update(tiny_dir, tmp_path, monkeypatch):
     assert {"config.json", "tokenizer.json", WEIGHTS_NAME, MANIFEST_NAME} <= names
     cfg = json.loads((tmp_path / "file" / "config.json").read_text())
     assert cfg == json.loads((tiny_dir / "config.json").read_text())
-    # Replay from the files alone: parent + manifest -> the child's weights.
     parent, child = read_master(tiny_dir), read_master(tmp_path / "file")
-    changed = [n for n in parent if not torch.equal(parent[n], child[n])]
-    assert changed == list(parent)  # every tensor moved
+    assert all(not torch.equal(parent[n], child[n]) for n in parent)  # every tensor moved
+
+
+def _replay(parent_dir: Path, manifest: dict, out: Path) -> str:
+    """Checkpoint t+1 rebuilt from checkpoint t and the child's manifest alone: no config,
+    no reward table, no ES object; theta += alpha / G * sum_i weight_i * sign_i * eps(seed_i).
+    Returns the sha256 of the rebuilt weights file."""
+    master = read_master(parent_dir)
+    coeffs = [w * s for w, s in zip(manifest["weights"], manifest["signs"], strict=True)]
+    add_noise_sum_(master, manifest["seeds"], coeffs, manifest["alpha"] / len(manifest["seeds"]))
+    write_checkpoint(out, master, files_from=parent_dir)
+    return file_sha256(out / WEIGHTS_NAME)
+
+
+def test_checkpoint_t_plus_1_replays_from_checkpoint_t_and_the_manifest(tiny_dir, tmp_path):
+    spec = _spec(tiny_dir)
+    gen1 = tmp_path / "gen1"
+    update_checkpoint(spec, 0, str(tiny_dir), _rewards(spec, tmp_path / "r0.parquet",
+                                                       [0.0, 1.0, 0.5, 0.25]), str(gen1))
+    # Generation 1 -> 2 (a non-zero generation: its own seeds, sigma and schedule step).
+    seeds1 = [d.seed for d in ES(spec.es).ask(ES(spec.es).state_at(1))]
+    names = list(read_master(tiny_dir))
+    pq.write_table(pa.table({"direction": [0, 1, 2, 3], "direction_seed": seeds1,
+                             "reward": [3.0, -1.0, 0.0, 2.0],
+                             "noise_fingerprint": [noise_fingerprint(s, names) for s in seeds1]}),
+                   tmp_path / "r1.parquet")
+    child = tmp_path / "gen2"
+    update_checkpoint(spec, 1, str(gen1), str(tmp_path / "r1.parquet"), str(child))
+    manifest = read_manifest(child)  # what is on disk, not what the stage returned
+    assert manifest["generation"] == 2 and manifest["seeds"] == seeds1
+    assert manifest["parent_sha256"] == verify_checkpoint(gen1)["sha256"]
+    replayed = _replay(gen1, manifest, tmp_path / "rebuilt")
+    assert replayed == manifest["sha256"] == file_sha256(child / WEIGHTS_NAME)
+    assert replayed != manifest["parent_sha256"]
 
 
 def test_zero_update_copies_the_weights(tiny_dir, tmp_path):

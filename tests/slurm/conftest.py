@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import subprocess
 
 import pytest
-import yaml
 
-from tests.workflow.conftest import REPO
+from tests.conftest import smoke_run_spec
 
 # Small SLURM tasks for this 2-core test node: no GPUs, one CPU, little memory.
 LOCAL_RUNTIME = {"runtime": {
@@ -39,14 +37,4 @@ def slurm_cluster():
 @pytest.fixture()
 def smoke_spec(tiny_dir):
     """The smoke-scale esopt run spec on the tiny random model, fanned out to SLURM."""
-    from esopt.pipeline.config import run_specs
-
-    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    smoke = yaml.safe_load((REPO / "config/scales/smoke.yaml").read_text())
-    cfg["sudoku"].update({k: {**cfg["sudoku"].get(k, {}), **v} if isinstance(v, dict) else v
-                          for k, v in smoke["sudoku"].items()})
-    cfg["model"] = str(tiny_dir)
-    cfg["runtime"] = LOCAL_RUNTIME["runtime"]
-    spec = next(s for s in run_specs(cfg) if s.method == "esopt")
-    return dataclasses.replace(spec, es=dataclasses.replace(
-        spec.es, population_size=4))
+    return smoke_run_spec(tiny_dir, LOCAL_RUNTIME["runtime"])

@@ -49,7 +49,7 @@ def in_process_sha(wd: Path, run: str) -> str:
     cwd = os.getcwd()
     os.chdir(wd)  # the spec's model path is relative to the workflow
     try:
-        return train_in_process(spec, wd / "inprocess")["sha256"]
+        return train_in_process(spec, wd / "results/inprocess")["sha256"]
     finally:
         os.chdir(cwd)
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.workflow.conftest import BIN, in_process_sha, make_workdir, snakemake
+from tests.workflow.conftest import BIN, REPO, in_process_sha, make_workdir, snakemake
 
 RUN = "results/sudoku/h1/{method}/seed0"
 RL = ("grpo", "grpo_b", "ppo")
@@ -37,9 +38,19 @@ def _reward_tables(wd: Path) -> dict:
     return tables
 
 
+def _git(wd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=esopt", "-c", "user.email=esopt@localhost",
+                           *args], cwd=wd, check=True, capture_output=True, text=True).stdout
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory, smollm2_dir):
     wd = make_workdir(tmp_path_factory.mktemp("smoke") / "wf", smollm2_dir)
+    # A clone of the workflow (its tracked files and .gitignore), to see what a run adds.
+    shutil.copy(REPO / ".gitignore", wd)
+    _git(wd, "init", "-q")
+    _git(wd, "add", "-A")
+    _git(wd, "commit", "-qm", "the workflow as cloned")
     t0 = time.perf_counter()
     snakemake(wd, "all", "--config", "scale=smoke")
     return wd, time.perf_counter() - t0
@@ -57,6 +68,25 @@ def test_smoke_run_writes_every_artifact(smoke_run):
     assert "cosine" in (wd / "results/tables/table7.md").read_text()
     for method in ("base", "vanilla_es", "esopt", *RL):
         assert (wd / RUN.format(method=method) / "final" / "eval.parquet").exists()
+
+
+def test_a_smoke_run_leaves_git_status_clean(smoke_run):
+    wd, _ = smoke_run
+    assert (wd / "results/benchmarks/sudoku/h1/esopt/seed0/gen000/directions.tsv").is_file()
+    assert any((wd / "logs").rglob("*.log"))
+    assert _git(wd, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_status_reports_the_smoke_runs_from_their_files(smoke_run):
+    from esopt.pipeline.status import status
+
+    wd, _ = smoke_run
+    rows = {r["run"]: r for r in status(wd / "results", wd, overrides={"scale": "smoke"})}
+    for method in ("vanilla_es", "esopt", *RL):
+        row = rows[f"sudoku/h1/{method}/seed0"]
+        assert row["done"] == row["planned"] == 2 and row["s_per_gen"] > 0
+        assert 0 <= row["last_reward"] <= 1 and 0 <= row["final_success"] <= 1
+    assert rows["sudoku/h1/base/seed0"]["planned"] == 0
 
 
 def test_smoke_run_trains_the_rl_baselines_with_ledgers(smoke_run):
@@ -142,7 +172,7 @@ def test_checkpoint_manifest_is_enough_to_replay_the_update(smoke_run):
     policy.apply(Update(generation=0, sigma=m1["sigma"], alpha=m1["alpha"],
                         seeds=tuple(m1["seeds"]), signs=tuple(m1["signs"]),
                         weights=tuple(m1["weights"])))
-    assert policy.save(wd / "replay")["sha256"] == m1["sha256"]
+    assert policy.save(wd / "results/replay")["sha256"] == m1["sha256"]
 
 
 def test_intermediate_checkpoints_are_temporary_and_kept_ones_stay(smoke_run):
@@ -196,6 +226,7 @@ def test_rerunning_one_target_works(smoke_run):
 
 def test_snakemake_report_collects_the_figures(smoke_run):
     wd, _ = smoke_run
-    snakemake(wd, "--report", "report.html", "--config", "scale=smoke")
-    html = (wd / "report.html").read_text(errors="replace")
+    snakemake(wd, "--report", "results/report.html", "--config", "scale=smoke")  # as the README
+    html = (wd / "results/report.html").read_text(errors="replace")
     assert "fig3.pdf" in html and "fig7.pdf" in html and "report.pdf" in html
+    assert _git(wd, "status", "--porcelain", "--untracked-files=all") == ""

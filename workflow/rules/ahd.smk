@@ -14,7 +14,7 @@ rule ahd_search:
     log:
         f"logs/{AHD_DIR}/search.log",
     benchmark:
-        f"benchmarks/{AHD_DIR}/search.tsv"
+        f"results/benchmarks/{AHD_REL}/search.tsv"
     shell:
         "esopt ahd run --spec {params.spec:q} --out {params.out} --threads {threads} "
         "> {log} 2>&1"

@@ -4,6 +4,8 @@ from esopt.pipeline.config import TINY_RANDOM
 from esopt.pipeline.spec import ES_METHODS, RL_METHODS
 
 RUN = "results/{exp}/h{h}/{method}/seed{seed}"
+# Timing files go under results/benchmarks/ (ignored), never into the source tree.
+RUN_REL = RUN.removeprefix("results/")
 SPEC_BY_RUN = {(s.experiment, str(s.horizon), s.method, str(s.seed)): s for s in SPECS}
 METHODS_RUN = {s.method for s in SPECS}
 # Checkpoints kept (not temp): every k-th and the last, over all runs.
@@ -151,6 +153,7 @@ def get_final_output():
 
 AHD_BY_KEY = {(r.problem, r.method, str(r.seed)): r for r in AHD_RUNS}
 AHD_DIR = "results/ahd/{problem}/{method}/seed{seed}"
+AHD_REL = AHD_DIR.removeprefix("results/")
 
 
 def ahd_run_of(wildcards):

@@ -14,7 +14,7 @@ rule evaluate_directions:
     log:
         f"logs/{RUN}/gen{{gen}}/directions.log",
     benchmark:
-        f"benchmarks/{RUN}/gen{{gen}}/directions.tsv"
+        f"results/benchmarks/{RUN_REL}/gen{{gen}}/directions.tsv"
     shell:
         "esopt stage directions --spec {params.spec:q} --generation {wildcards.gen} "
         "--checkpoint {input} --out {params.out} --marker {output} > {log} 2>&1"
@@ -57,7 +57,7 @@ rule update_kept:
     log:
         f"logs/{RUN}/gen{{gen}}/update.log",
     benchmark:
-        f"benchmarks/{RUN}/gen{{gen}}/update.tsv"
+        f"results/benchmarks/{RUN_REL}/gen{{gen}}/update.tsv"
     shell:
         UPDATE_SHELL
 
@@ -81,7 +81,7 @@ rule update_temp:
     log:
         f"logs/{RUN}/gen{{gen}}/update.log",
     benchmark:
-        f"benchmarks/{RUN}/gen{{gen}}/update.tsv"
+        f"results/benchmarks/{RUN_REL}/gen{{gen}}/update.tsv"
     shell:
         UPDATE_SHELL
 

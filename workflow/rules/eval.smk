@@ -12,7 +12,7 @@ rule evaluate_checkpoint:
     log:
         f"logs/{RUN}/eval/gen{{gen}}.log",
     benchmark:
-        f"benchmarks/{RUN}/eval/gen{{gen}}.tsv"
+        f"results/benchmarks/{RUN_REL}/eval/gen{{gen}}.tsv"
     shell:
         "esopt stage eval --spec {params.spec:q} --generation {wildcards.gen} "
         "--checkpoint {params.checkpoint} --out {output} > {log} 2>&1"

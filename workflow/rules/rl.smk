@@ -17,7 +17,7 @@ rule rl_train:
     log:
         f"logs/{RUN}/rl_train.log",
     benchmark:
-        f"benchmarks/{RUN}/rl_train.tsv"
+        f"results/benchmarks/{RUN_REL}/rl_train.tsv"
     shell:
         "esopt stage rl --spec {params.spec:q} --out {output.checkpoints} "
         "--threads {threads} > {log} 2>&1"

@@ -13,6 +13,7 @@ from esopt.agent.trajectories import episodes_table
 from esopt.backends.base import Policy, SamplingParams
 from esopt.envs.base import make_env
 from esopt.es.seeds import mix
+from esopt.runtime.progress import Progress
 
 # The paper evaluates (and ESOpt trains) with temperature 0.7, top-p 0.8, top-k 20.
 EVAL_SAMPLING = SamplingParams(max_new_tokens=64, temperature=0.7, top_p=0.8, top_k=20)
@@ -48,6 +49,8 @@ def evaluate(policy: Policy, env: str, env_kwargs: dict, seeds: Sequence[int], r
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     tables, rates, rewards, failed = [], [], [], 0
+    progress = Progress(len(seeds) * repeats, f"eval {env}: {len(seeds)} tasks x {repeats}",
+                        "episode")
     for k in range(repeats):
         eps = run_episodes(policy, lambda: make_env(env, **env_kwargs), seeds,
                            replace(sampling, seed=mix("eval", seed, k) % 2**31))
@@ -55,6 +58,7 @@ def evaluate(policy: Policy, env: str, env_kwargs: dict, seeds: Sequence[int], r
         rewards.append(float(np.mean([e.reward for e in eps])))
         failed += sum(e.failed for e in eps)
         tables.append(episodes_table(eps, {"repeat": k}))
+        progress.update(len(seeds))
     summary = EvalSummary(float(np.mean(rates)), float(np.std(rates)), float(np.mean(rewards)),
                           tuple(rates), len(seeds) * repeats, failed)
     return pa.concat_tables(tables), summary

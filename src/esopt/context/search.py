@@ -24,6 +24,7 @@ from esopt.backends.base import SamplingParams
 from esopt.context.prompts import Parent, conversation, parse_proposal
 from esopt.es.seeds import mix
 from esopt.es.strategy import ES, ESConfig
+from esopt.runtime.progress import Progress
 from esopt.runtime.sandbox import Outcome, SandboxLimits
 
 log = logging.getLogger(__name__)
@@ -162,6 +163,8 @@ class _Search:
         self.updates: list[dict] = []
         self.counted = 0  # proposals charged to the budget
         self.rng = np.random.default_rng(mix("eoh-select", cfg.seed) % 2**32)
+        self.progress = Progress(cfg.budget, f"{cfg.problem} {cfg.scaffold}", "proposal",
+                              min_interval_s=0.0)
 
     def seed_parents(self) -> list[Parent]:
         if not self.cfg.show_seed:
@@ -236,10 +239,11 @@ class _Search:
     def _progress(self, batch: int, operator: str, out: list[Candidate]) -> None:
         valid = [c.objective for c in out if c.outcome == "ok"]
         best = self.best_objective()
-        log.info("%s batch %03d %-6s: %d/%d valid, batch best %s, run best %s, %d/%d evaluated",
+        self.progress.done = min(self.counted, self.cfg.budget)
+        log.info("%s batch %03d %-6s: %d/%d valid, batch best %s, run best %s; %s",
                  self.problem.name, batch, operator, len(valid), len(out),
                  f"{(min if self.problem.sense == 'min' else max)(valid):.4f}" if valid else "-",
-                 f"{best:.4f}" if best is not None else "-", self.counted, self.cfg.budget)
+                 f"{best:.4f}" if best is not None else "-", self.progress.line())
 
     def best_objective(self) -> float | None:
         top = manage_population(self.problem, self.candidates, 1)

@@ -6,6 +6,10 @@ turns. Moves that break a rule, touch a given cell or cannot be parsed cost the 
 are answered with feedback; a rule-abiding but wrong value is placed (the agent may
 overwrite its own cells later). The observation is the current board, the list of empty
 cells and the last feedback (state only, no history: prompts stay short).
+
+Boards are generated from the task seed, or read from a puzzle file (`puzzles: path.jsonl`,
+see `sudoku_board.load_puzzles`): then task i is line i (mod the file's length) and H* is
+each board's own number of blanks.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from esopt.envs.sudoku_board import (
     empty_cells,
     generate_puzzle,
     is_valid_solution,
+    load_puzzles,
     render,
 )
 
@@ -63,13 +68,24 @@ def _easiest_move(board) -> tuple[int, int, int]:
 @register("sudoku")
 class SudokuEnv(Environment):
     """Sudoku with `blanks` (= H*) empty cells; options size, max_turns (default 3*H*),
-    reward (binary|cells), few_shot (example turns), action_format (verb|cell)."""
+    reward (binary|cells), few_shot (example turns), action_format (verb|cell), puzzles
+    (a JSONL puzzle file instead of generated boards; with `blanks` set, every board of
+    the file must have that many blanks, and its size must be `size`)."""
 
     max_new_tokens = 8
     stop = ("\n",)
 
-    def __init__(self, blanks: int = 5, size: int = 9, max_turns: int | None = None,
-                 reward: str = "binary", few_shot: int = 1, action_format: str = "verb"):
+    def __init__(self, blanks: int | None = None, size: int = 9, max_turns: int | None = None,
+                 reward: str = "binary", few_shot: int = 1, action_format: str = "verb",
+                 puzzles: str | None = None):
+        self.puzzles = load_puzzles(puzzles) if puzzles is not None else None
+        # A puzzle file is a fixed task list: evaluation takes its boards in file order.
+        self.indexed_tasks = self.puzzles is not None
+        if self.puzzles is not None:
+            self._check_file(puzzles, blanks, size)
+            blanks = self.puzzles[0].blanks if blanks is None else blanks
+        elif blanks is None:
+            blanks = 5
         box_shape(size)
         if action_format not in ACTION_FORMATS:
             raise ValueError(f"action_format must be one of {sorted(ACTION_FORMATS)}, "
@@ -80,6 +96,7 @@ class SudokuEnv(Environment):
         if reward not in REWARDS:
             raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
         self.size, self.blanks, self.reward_kind = size, blanks, reward
+        self._max_turns_option = max_turns
         self.max_turns = 3 * blanks if max_turns is None else max_turns
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
@@ -100,8 +117,29 @@ class SudokuEnv(Environment):
                          "content": self.answer_template.format(r=r + 1, c=c + 1, v=v)})
         return msgs
 
+    def _check_file(self, path: str, blanks: int | None, size: int) -> None:
+        for lineno, p in enumerate(self.puzzles, 1):
+            if len(p.puzzle) != size:
+                raise ValueError(f"{path}: {len(p.puzzle)}x{len(p.puzzle)} boards, but size "
+                                 f"is {size}")
+            if blanks is not None and p.blanks != blanks:
+                raise ValueError(f"{path}, puzzle {lineno}: {p.blanks} blanks, but blanks "
+                                 f"(H*) is {blanks}")
+
+    @property
+    def num_tasks(self) -> int | None:
+        """Boards of the puzzle file (None: generated boards, unbounded)."""
+        return None if self.puzzles is None else len(self.puzzles)
+
     def reset(self, seed: int) -> Conversation:
-        puzzle, self.solution = generate_puzzle(self.size, self.blanks, seed)
+        if self.puzzles is None:
+            puzzle, self.solution = generate_puzzle(self.size, self.blanks, seed)
+        else:
+            entry = self.puzzles[seed % len(self.puzzles)]
+            puzzle, self.solution = entry.puzzle, entry.solution
+            self.blanks = entry.blanks  # H* of this board
+            if self._max_turns_option is None:
+                self.max_turns = 3 * self.blanks
         self.board = [row[:] for row in puzzle]
         self.givens = {(r, c) for r in range(self.size) for c in range(self.size) if puzzle[r][c]}
         self.turn = 0

@@ -1,11 +1,16 @@
-"""Sudoku boards: seeded generation with a unique solution, solution counting, rendering.
+"""Sudoku boards: seeded generation with a unique solution, solution counting, rendering,
+and puzzle files (JSONL) checked line by line.
 
 Boards are lists of rows; 0 marks an empty cell. Sizes 4 (2x2 boxes), 6 (2x3) and 9 (3x3).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import random
+from dataclasses import dataclass
 
 Board = list[list[int]]
 
@@ -128,3 +133,116 @@ def render(board: Board) -> str:
     for r, row in enumerate(board):
         lines.append(f"r{r + 1}: " + " ".join(str(v) if v else "." for v in row))
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Puzzle:
+    """A board to solve and its (unique) solution; `blanks` is its H*."""
+
+    puzzle: Board
+    solution: Board
+
+    @property
+    def blanks(self) -> int:
+        return len(empty_cells(self.puzzle))
+
+
+def parse_grid(value, name: str) -> Board:
+    """A board from a list of rows (0 = blank) or a compact row-major string ('.' or '0' =
+    blank, whitespace ignored); the size must be one of BOX_SHAPES."""
+    if isinstance(value, str):
+        chars = [ch for ch in value if not ch.isspace()]
+        size = math.isqrt(len(chars))
+        if size * size != len(chars):
+            raise ValueError(f"{name}: {len(chars)} cells is not a square board")
+        bad = sorted({ch for ch in chars if ch != "." and not ch.isdigit()})
+        if bad:
+            raise ValueError(f"{name}: unexpected characters {bad} (digits, '.' or '0')")
+        cells = [0 if ch == "." else int(ch) for ch in chars]
+        board = [cells[r * size:(r + 1) * size] for r in range(size)]
+    elif isinstance(value, list) and all(isinstance(row, list) for row in value):
+        board = value
+        if any(len(row) != len(board) for row in board):
+            raise ValueError(f"{name}: rows of unequal length or not {len(board)} per row")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for row in board for v in row):
+            raise ValueError(f"{name}: cells must be integers (0 = blank)")
+    else:
+        raise ValueError(f"{name}: expected a list of rows or a string, got "
+                         f"{type(value).__name__}")
+    size = len(board)
+    if size not in BOX_SHAPES:
+        raise ValueError(f"{name}: a {size}x{size} board; sizes are {sorted(BOX_SHAPES)}")
+    if any(not 0 <= v <= size for row in board for v in row):
+        raise ValueError(f"{name}: cell values must be 0..{size}")
+    return [list(row) for row in board]
+
+
+def check_puzzle(record: dict) -> Puzzle:
+    """The puzzle of one file record, or ValueError saying what is wrong with it."""
+    if not isinstance(record, dict) or "puzzle" not in record or "solution" not in record:
+        raise ValueError("needs the fields 'puzzle' and 'solution'")
+    puzzle = parse_grid(record["puzzle"], "puzzle")
+    solution = parse_grid(record["solution"], "solution")
+    if len(puzzle) != len(solution):
+        raise ValueError(f"puzzle is {len(puzzle)}x{len(puzzle)} but solution is "
+                         f"{len(solution)}x{len(solution)}")
+    if not is_valid_solution(solution):
+        raise ValueError("solution is not a complete valid grid")
+    wrong = [(r + 1, c + 1) for r, row in enumerate(puzzle) for c, v in enumerate(row)
+             if v and v != solution[r][c]]
+    if wrong:
+        raise ValueError(f"puzzle disagrees with its solution at r{wrong[0][0]}c{wrong[0][1]}")
+    found = Puzzle(puzzle, solution)
+    if found.blanks == 0:
+        raise ValueError("puzzle has no blank cell")
+    if "mask_count" in record and record["mask_count"] != found.blanks:
+        raise ValueError(f"mask_count {record['mask_count']} but the puzzle has "
+                         f"{found.blanks} blanks")
+    if count_solutions(puzzle) != 1:
+        raise ValueError("puzzle has more than one solution")
+    return found
+
+
+def load_puzzles(path: str | os.PathLike) -> list[Puzzle]:
+    """Every puzzle of a JSONL file, in file order; a bad line raises ValueError naming it.
+
+    Each line is an object with `puzzle` and `solution` (lists of rows with 0 for a blank,
+    or compact strings with '.' or '0' for a blank) and an optional `mask_count` (the
+    number of blanks, checked). Blank lines are skipped; all boards must have one size.
+    """
+    puzzles: list[Puzzle] = []
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                found = check_puzzle(json.loads(line))
+                if puzzles and len(found.puzzle) != len(puzzles[0].puzzle):
+                    raise ValueError(f"a {len(found.puzzle)}x{len(found.puzzle)} board in a "
+                                     f"file of {len(puzzles[0].puzzle)}x"
+                                     f"{len(puzzles[0].puzzle)} boards")
+            except ValueError as e:  # JSONDecodeError is a ValueError too
+                raise ValueError(f"{path}, line {lineno}: {e}") from None
+            puzzles.append(found)
+    if not puzzles:
+        raise ValueError(f"{path}: no puzzles")
+    return puzzles
+
+
+def puzzle_record(puzzle: Board, solution: Board, compact: bool = False) -> dict:
+    """One puzzle-file line (the format `load_puzzles` reads)."""
+    if compact:
+        flat = lambda b: "".join(str(v) if v else "." for row in b for v in row)  # noqa: E731
+        return {"puzzle": flat(puzzle), "solution": flat(solution),
+                "mask_count": len(empty_cells(puzzle))}
+    return {"puzzle": puzzle, "solution": solution, "mask_count": len(empty_cells(puzzle))}
+
+
+def write_puzzles(path: str | os.PathLike, size: int, blanks: int, count: int,
+                  seed: int = 0, compact: bool = False) -> list[Puzzle]:
+    """A puzzle file of `count` generated boards (seeds seed .. seed+count-1)."""
+    puzzles = [Puzzle(*generate_puzzle(size, blanks, seed + i)) for i in range(count)]
+    with open(path, "w") as f:
+        for p in puzzles:
+            f.write(json.dumps(puzzle_record(p.puzzle, p.solution, compact)) + "\n")
+    return puzzles

@@ -41,6 +41,16 @@ def parse_config(config: dict) -> Config:
     return parse(Config, config)
 
 
+def merge_config(base: dict, over: dict) -> dict:
+    """`over` merged into `base` key by key, nested mappings recursively (as Snakemake
+    merges configfiles and --config)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = (merge_config(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict)
+                  else v)
+    return out
+
+
 def check_config(config: dict) -> None:
     """Parse the whole config and resolve its runs, as the Snakefile does (parse_config
     before the schema's validate, then run_specs and ahd_run_list)."""

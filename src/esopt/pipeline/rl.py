@@ -27,6 +27,7 @@ from esopt.pipeline.spec import ES_METHODS, RL_METHODS, RunSpec
 from esopt.runtime.checkpoint import checkpoint_sha256
 from esopt.runtime.ledger import Ledger
 from esopt.runtime.memory import peak_memory_mb
+from esopt.runtime.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
     ledger = Ledger(spec.run_dir, spec.method)
     trajectories = []
     kept = set(spec.kept_generations())
+    progress = Progress(spec.rl.steps, f"{spec.run_dir} {spec.method}", "step")
     for k in range(spec.rl.steps):
         stats = trainer.step(spec.env, spec.env_kwargs, rl_tasks(spec, k))
         trajectories.append(episodes_table(trainer.last_episodes, {"step": k + 1}))
@@ -96,6 +98,7 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
                  stats["generate_s"] + stats["score_s"] + stats["update_s"],
                  stats["generate_s"], stats["score_s"], stats["update_s"],
                  row["peak_memory_mb"])
+        progress.update()
     meta = {"config": spec.to_json()}
     write_parquet_atomic(pa.concat_tables(trajectories, promote_options="default"),
                          run_dir / TRAJECTORIES, metadata=meta)

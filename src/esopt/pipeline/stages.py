@@ -41,6 +41,7 @@ from esopt.runtime.checkpoint import (
 from esopt.runtime.fanout import map_shards
 from esopt.runtime.ledger import ModelShape, rollout_flops
 from esopt.runtime.memory import peak_memory_mb, peak_rss_mb
+from esopt.runtime.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
     worker = f"{socket.gethostname()}:{os.getpid()}"
     shape = ModelShape.of_policy(policy)
     names = policy.parameter_names
+    progress = Progress(len(todo), f"gen {generation:03d} shard {indices}", "direction")
     for i in todo:
         # Fault injection for the fault-handling tests: a crash, or a slow direction.
         if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):
@@ -149,6 +151,7 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
                  "worker_load_s": load_s, "worker_shard": list(indices)}
         write_parquet_atomic(episodes_table(episodes, extra), direction_path(out_dir, i),
                              metadata={"config": spec.to_json()})
+        progress.update()
     return todo
 
 
@@ -178,11 +181,14 @@ def evaluate_directions(spec: RunSpec, generation: int, checkpoint: str, out_dir
         # and model load; a crash still fails this job with its traceback.
         cluster = "inline"
     t0 = time.perf_counter()
+    progress = Progress(len(missing), f"gen {generation:03d} directions", "direction")
     map_shards(DirectionShard(),
                [(spec.to_json(), generation, checkpoint, out_dir, s,
                  int(rt.get("threads_per_worker", 1))) for s in shards],
                cluster=cluster, folder=Path(out_dir).parent / "submitit",
-               timeout_min=int(rt.get("timeout_min", 60)), slurm=rt.get("slurm"))
+               timeout_min=int(rt.get("timeout_min", 60)), slurm=rt.get("slurm"),
+               on_poll=lambda: progress.update(
+                   sum(direction_path(out_dir, i).exists() for i in missing) - progress.done))
     absent = [i for i in range(g) if not direction_path(out_dir, i).exists()]
     if absent:
         raise RuntimeError(f"directions {absent} have no result file")
@@ -300,9 +306,11 @@ def check_fingerprints(table: dict, names: list[str], source: str) -> None:
 
 def eval_tasks(env: str, env_kwargs: dict, count: int) -> list[int]:
     """Held-out task seeds: generated tasks hash apart from training; environments over a
-    fixed problem file (`indexed_tasks`) take the first N problems, each once."""
-    if getattr(make_env(env, **env_kwargs), "indexed_tasks", False):
-        return list(range(count))
+    fixed problem file (`indexed_tasks`) take the first N problems (at most the file's
+    `num_tasks`), each once, in file order."""
+    made = make_env(env, **env_kwargs)
+    if getattr(made, "indexed_tasks", False):
+        return list(range(min(count, getattr(made, "num_tasks", None) or count)))
     return task_seeds("test", count)
 
 

@@ -40,8 +40,11 @@ def _slurm_queued_tasks(array_id: str) -> set[str] | None:
 
 def map_shards(fn: Callable, args: Sequence[tuple], *, cluster: str = "local",
                folder: str | Path = "logs/submitit", timeout_min: int = 60,
-               slurm: dict | None = None, poll_s: float = 1.0) -> list:
+               slurm: dict | None = None, poll_s: float = 1.0,
+               on_poll: Callable[[], None] | None = None) -> list:
     """Run fn(*a) for every a in args, as one job array; return results in order.
+
+    `on_poll` is called while waiting (every `poll_s`), e.g. to report progress.
 
     `inline` runs in this process (no submitit); `debug` is submitit's in-process
     executor; `local` runs one subprocess per shard; `slurm` one array task per shard.
@@ -73,6 +76,8 @@ def map_shards(fn: Callable, args: Sequence[tuple], *, cluster: str = "local",
             # otherwise wait up to a minute before it notices a cancelled task.
             jobs[0].watcher.update()
             lost = _lost_tasks(jobs, absent_since)
+        if on_poll is not None:
+            on_poll()
         if all(j.job_id in lost or j.done() for j in jobs):
             break
         if time.monotonic() > deadline:

@@ -1,0 +1,40 @@
+"""The benchmarks find the model themselves, as the README runs them on a fresh clone."""
+
+import importlib.util
+import subprocess
+import sys
+
+from tests.workflow.conftest import REPO
+
+
+def _bench_model():
+    spec = importlib.util.spec_from_file_location("bench_model", REPO / "benchmarks/bench_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_model_comes_from_the_pipeline_then_the_test_cache(smollm2_dir, tmp_path,
+                                                                monkeypatch):
+    bench = _bench_model()
+    monkeypatch.setattr(bench, "REPO", tmp_path)  # a fresh clone: no resources/ yet
+    monkeypatch.setenv("ESOPT_TEST_CACHE", str(smollm2_dir.parents[1]))
+    assert bench.smollm2_dir() == str(smollm2_dir)  # after `scripts/test.sh`
+    pipeline = tmp_path / "resources/models/smollm2-135m-instruct"
+    pipeline.parent.mkdir(parents=True)
+    pipeline.symlink_to(smollm2_dir)
+    assert bench.smollm2_dir() == str(pipeline)  # after `scripts/run.sh`
+    assert bench.smollm2_dir("elsewhere") == "elsewhere"
+
+
+def test_every_benchmark_script_uses_the_shared_helper():
+    scripts = sorted(p for p in (REPO / "benchmarks").glob("*.py") if p.name != "bench_model.py")
+    assert scripts
+    for script in scripts:
+        text = script.read_text()
+        assert ".cache/esopt" not in text, script.name  # no private copy of the lookup
+        if "smollm2" in text.lower() or "--model" in text:
+            assert "from bench_model import smollm2_dir" in text, script.name
+    out = subprocess.run([sys.executable, REPO / "benchmarks/rollout.py", "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "bench_model.py" in out.stdout, out.stderr[-2000:]
