@@ -102,13 +102,12 @@ def decode(forward: Forward, tokenizer, ids: Sequence[Sequence[int]], prefix: in
         live = still
         if not live or step == sampling.max_new_tokens - 1:
             break
-        # Finished rows ride along (their column is masked out) so the batch keeps its shape.
+        # Finished rows ride along on padding tokens, unmasked as in `generate` (their output
+        # is ignored): an all-ones mask lets the attention skip building a mask.
         step_ids = torch.full((rows, 1), pad, dtype=torch.long)
-        step_mask = torch.zeros((rows, 1), dtype=torch.long)
         for i in live:
             step_ids[i, 0] = out[i][-1]
-            step_mask[i, 0] = 1
-        mask = torch.cat([mask, step_mask], dim=1)
+        mask = torch.cat([mask, torch.ones((rows, 1), dtype=torch.long)], dim=1)
         last = last + 1
         logits = forward(step_ids, mask, last, cache)
     results = []
