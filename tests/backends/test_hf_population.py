@@ -77,6 +77,17 @@ def test_the_sampler_draws_from_the_filtered_softmax():
     assert sample_next(logits, GREEDY, row_generators(0, 1)) == [0]
 
 
+def test_sampled_rows_of_a_batch_equal_each_row_alone(tiny_policy):
+    """Row i of a call draws from seed + i whatever else is in the batch (vLLM's rule)."""
+    convs = [[{"role": "user", "content": f"Count to {n}."}] for n in (3, 12, 7)]
+    s = replace(SAMPLED, max_new_tokens=10, stop=())
+    together = tiny_policy.generate(convs, s)
+    alone = [tiny_policy.generate([c], replace(s, seed=s.seed + i))[0]
+             for i, c in enumerate(convs)]
+    assert [c.text for c in together] == [c.text for c in alone]
+    assert len({c.text for c in together}) == 3
+
+
 # ----------------------------------------------------------------- tiny random model
 @pytest.mark.parametrize("env,sampling", [(countdown, GREEDY), (sudoku, SAMPLED)],
                          ids=["greedy", "sampled"])

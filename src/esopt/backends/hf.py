@@ -211,7 +211,7 @@ class HFPolicy:
         if self.prefix_cache and len(ids) > 1:
             prefix, kv = reuse_prefix(self._session, ids, self._prefix_kv)
         device = self.model.device
-        cache = batch_cache([kv], [len(ids)], device) if prefix else None
+        cache = batch_cache([kv], [len(ids)], device) if prefix else empty_cache()
         t0 = time.perf_counter()
         out = decode(self._forward, tok, ids, prefix, cache, sampling,
                      row_generators(sampling.seed + offset, len(ids)))
@@ -220,11 +220,7 @@ class HFPolicy:
         return out
 
     def _forward(self, input_ids, attention_mask, position_ids, cache):
-        from transformers import DynamicCache
-
         dev = self.model.device
-        if cache is None:
-            cache = DynamicCache(config=self.model.config)
         out = self.model(input_ids=input_ids.to(dev), attention_mask=attention_mask.to(dev),
                          position_ids=position_ids.to(dev), use_cache=True, logits_to_keep=1,
                          **{cache_kwarg(self.model): cache})
@@ -319,6 +315,13 @@ def reuse_prefix(session: dict | None, ids: list[list[int]], compute_kv):
     if session is not None:
         session["prefix"] = (list(ids[0][:prefix]), kv)
     return prefix, kv
+
+
+def empty_cache():
+    """A KV cache with nothing in it yet (the decode loop fills it)."""
+    from transformers import DynamicCache
+
+    return DynamicCache()
 
 
 def batch_cache(kvs: list, counts: list[int], device):

@@ -74,8 +74,9 @@ def pack(ids: Sequence[Sequence[int]], prefix: int, pad_id: int
 def decode(forward: Forward, tokenizer, ids: Sequence[Sequence[int]], prefix: int, cache,
            sampling: SamplingParams, generators: Sequence[torch.Generator]
            ) -> list[Completion]:
-    """Complete every row; `cache` already holds the KV of the first `prefix` tokens (shared
-    by all rows) for every row, or is empty with prefix 0. A row ends at EOS, at a stop
+    """Complete every row; `cache` (never None: the loop appends to it) already holds the
+    KV of the first `prefix` tokens (shared by all rows) for every row, or is empty with
+    prefix 0. A row ends at EOS, at a stop
     string in its generated text (never the prompt), or after max_new_tokens."""
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     input_ids, mask = pack(ids, prefix, pad)

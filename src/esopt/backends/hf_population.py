@@ -9,8 +9,15 @@ by its own direction's weight. The result equals scoring the directions one at a
 (same sampler, same per-row seeds, same prefix reuse), up to floating-point differences
 where the population batch pads a turn wider than a direction alone would.
 
-On a CPU the win is bounded: decoding reads every direction's weights once per step
-either way; what batching saves is per-step Python and dispatch overhead.
+On a CPU it does not pay: decoding reads every direction's weights once per step either
+way and prefill is matmul-bound either way, so batching saves only per-step dispatch,
+while k weight sets (4.3 GB for G=8 on SmolLM2-135M) trash the caches. Measured on one
+tiny-scale generation (benchmarks/es_generation.py, 1 thread, loaded 2-core machine):
+231 s population-batched vs 178 s one direction at a time with the same decode loop and
+kept prefix, identical episodes (64/64). It stays an option (runtime.population_batch,
+default 1): on an accelerator one batched forward over many small weight sets is what
+fills the device, but that needs a batched matmul over the stacked weights (not written;
+this one loops over directions in every Linear) and a device other than the CPU.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import torch.nn.functional as F
 
 from esopt.agent.rollout import Episode, run_episode_groups
 from esopt.backends.base import Completion, Conversation, SamplingParams
-from esopt.backends.hf import HFPolicy, batch_cache, cache_kwarg, reuse_prefix
+from esopt.backends.hf import HFPolicy, batch_cache, cache_kwarg, empty_cache, reuse_prefix
 from esopt.backends.hf_decode import decode, row_generators
 from esopt.envs.base import Environment
 from esopt.es.noise import noise_chunks
@@ -170,7 +177,7 @@ class PopulationScorer:
                for g in groups for c in g]
         if not ids:
             return [[] for _ in groups]
-        prefix, cache = 0, None
+        prefix, cache = 0, empty_cache()
         if policy.prefix_cache and len(ids) > 1:
             prefix, kv = reuse_prefix(self.session, ids, self._prefix_kv)
             if prefix:
