@@ -40,6 +40,7 @@ from esopt.pipeline.config import run_specs
 from esopt.pipeline.stages import train_sampling, train_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
+PATHS = ("before", "loop", "loop+kv", "population")
 
 
 def tiny_spec(model: str):
@@ -153,6 +154,7 @@ def main() -> None:
     ap.add_argument("--directions", type=int, default=0, help="first k directions (0: all G)")
     ap.add_argument("--levers", action="store_true", help="also the intermediate paths")
     ap.add_argument("--greedy", action="store_true", help="temperature 0 instead of 0.7")
+    ap.add_argument("--paths", nargs="+", choices=PATHS, help="paths to run (first = reference)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     spec = tiny_spec(args.model)
@@ -161,8 +163,7 @@ def main() -> None:
     es = ES(spec.es)
     directions = es.ask(es.state_at(0))[: args.directions or None]
     ceiling = matmul_ceiling()
-    paths = ["before", "loop", "loop+kv", "population"] if args.levers else [
-        "before", "population"]
+    paths = args.paths or (list(PATHS) if args.levers else ["before", "population"])
     rows, sigs = [], {}
     for name in paths:
         policy = HFPolicy.load(args.model, decoder="generate" if name == "before" else "loop")
@@ -173,7 +174,7 @@ def main() -> None:
         rows.append(row)
         del policy, meter
     base = rows[0]["wall_s"]
-    ref = "loop+kv" if "loop+kv" in sigs else "before"
+    ref = "loop+kv" if "loop+kv" in sigs and not args.greedy else paths[0]
     print(f"threads {args.threads}, matmul ceiling {ceiling:.1f} GFLOP/s, "
           f"G={len(directions)} x {spec.tasks_per_direction} tasks, decoder "
           f"T={spec.train_decoder.temperature} top_p={spec.train_decoder.top_p} "

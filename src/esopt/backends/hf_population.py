@@ -12,9 +12,9 @@ where the population batch pads a turn wider than a direction alone would.
 On a CPU it does not pay: decoding reads every direction's weights once per step either
 way and prefill is matmul-bound either way, so batching saves only per-step dispatch,
 while k weight sets (4.3 GB for G=8 on SmolLM2-135M) trash the caches. Measured on one
-tiny-scale generation (benchmarks/es_generation.py, 1 thread, loaded 2-core machine):
-231 s population-batched vs 178 s one direction at a time with the same decode loop and
-kept prefix, identical episodes (64/64). It stays an option (runtime.population_batch,
+tiny-scale generation (benchmarks/es_generation.py, 1 thread, loaded 2-core machine, two
+runs): 231 s and 142 s population-batched vs 178 s and 133 s one direction at a time with
+the same decode loop and kept prefix, identical episodes (64/64 both times). It stays an option (runtime.population_batch,
 default 1): on an accelerator one batched forward over many small weight sets is what
 fills the device, but that needs a batched matmul over the stacked weights (not written;
 this one loops over directions in every Linear) and a device other than the CPU.
