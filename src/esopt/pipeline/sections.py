@@ -250,6 +250,12 @@ class RuntimeSection:
     device: str = option("auto", "torch device of the served model (auto: cuda if "
                                  "available)")
     timeout_min: int = option(60, "deadline of a generation's shards (minutes)", minimum=1)
+    population_batch: int = option(1, "directions a worker scores together in one batched "
+                                      "forward (hf backend, float32 CPU; 1 = one at a time); "
+                                      "rewards equal the one-at-a-time path", minimum=1)
+    population_memory_mb: float = option(0.0, "caps population_batch at the float32 weight "
+                                              "sets (one per direction) that fit in this many "
+                                              "MB (0: no cap)", minimum=0)
     slurm: dict = option(factory=dict, help="submitit slurm_* parameters (partition, "
                                             "gpus_per_node, mem_gb, ...)")
     vllm: dict = option(factory=dict, help="extra vllm.LLM arguments when backend is vllm")

@@ -133,26 +133,75 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, out_d
     shape = ModelShape.of_policy(policy)
     names = policy.parameter_names
     progress = Progress(len(todo), f"gen {generation:03d} shard {indices}", "direction")
-    for i in todo:
+    per_batch = population_batch(policy, spec)
+    for batch in [todo[k:k + per_batch] for k in range(0, len(todo), per_batch)]:
         # Fault injection for the fault-handling tests: a crash, or a slow direction.
-        if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):
-            raise RuntimeError(f"injected failure in direction {i}")
-        time.sleep(float(os.environ.get("ESOPT_DIRECTION_DELAY_S", 0)))
-        d = directions[i]
+        for i in batch:
+            if os.environ.get("ESOPT_FAIL_DIRECTION") == str(i):
+                raise RuntimeError(f"injected failure in direction {i}")
+            time.sleep(float(os.environ.get("ESOPT_DIRECTION_DELAY_S", 0)))
         t0 = time.perf_counter()
-        episodes, generate_s = score_direction(policy, spec, generation, d)
-        extra = {"generation": generation, "direction": i, "direction_seed": d.seed,
-                 "sign": d.sign, "sigma": d.sigma, "worker": worker,
-                 # What the update checks before applying this direction's noise.
-                 "noise_spec": NOISE_SPEC, "noise_fingerprint": noise_fingerprint(d.seed, names),
-                 "direction_wall_s": time.perf_counter() - t0, "generate_s": generate_s,
-                 "flops": rollout_flops(shape, episodes), "peak_rss_mb": peak_rss_mb(),
-                 "peak_memory_mb": peak_memory_mb(),
-                 "worker_load_s": load_s, "worker_shard": list(indices)}
-        write_parquet_atomic(episodes_table(episodes, extra), direction_path(out_dir, i),
-                             metadata={"config": spec.to_json()})
-        progress.update()
+        scored = score_directions(policy, spec, generation, [directions[i] for i in batch])
+        # A batch's time is shared equally by its directions.
+        wall_s = (time.perf_counter() - t0) / len(batch)
+        for i, (episodes, generate_s) in zip(batch, scored, strict=True):
+            d = directions[i]
+            extra = {"generation": generation, "direction": i, "direction_seed": d.seed,
+                     "sign": d.sign, "sigma": d.sigma, "worker": worker,
+                     # What the update checks before applying this direction's noise.
+                     "noise_spec": NOISE_SPEC,
+                     "noise_fingerprint": noise_fingerprint(d.seed, names),
+                     "direction_wall_s": wall_s,
+                     "generate_s": generate_s,
+                     "flops": rollout_flops(shape, episodes), "peak_rss_mb": peak_rss_mb(),
+                     "peak_memory_mb": peak_memory_mb(),
+                     "worker_load_s": load_s, "worker_shard": list(indices)}
+            write_parquet_atomic(episodes_table(episodes, extra), direction_path(out_dir, i),
+                                 metadata={"config": spec.to_json()})
+            progress.update()
     return todo
+
+
+def population_batch(policy, spec: RunSpec) -> int:
+    """Directions a worker scores in one batch: runtime.population_batch, capped by what
+    runtime.population_memory_mb (if > 0) holds in float32 weight sets; 1 (one at a time) unless
+    the policy is a float32 HF policy on the CPU."""
+    rt = spec.runtime
+    want = int(rt.get("population_batch", 1))
+    memory_mb = float(rt.get("population_memory_mb", 0))  # 0: no cap
+    if want > 1 and memory_mb > 0:
+        from esopt.backends.hf_population import directions_per_batch
+
+        want = min(want, directions_per_batch(policy, memory_mb))
+    if want > 1 and not _population_capable(policy):
+        log.warning("runtime.population_batch=%d: needs a float32 HF policy on the CPU; "
+                    "scoring one direction at a time", want)
+        return 1
+    return max(1, want)
+
+
+def _population_capable(policy) -> bool:
+    import torch
+
+    from esopt.backends.hf import HFPolicy
+
+    return isinstance(policy, HFPolicy) and all(
+        p.device.type == "cpu" and p.dtype == torch.float32 for p in policy.model.parameters())
+
+
+def score_directions(policy, spec: RunSpec, generation: int, directions) -> list:
+    """(episodes, seconds generating) of each direction: one at a time through
+    `score_direction`, or, for several, all in one population batch (the same episodes)."""
+    if len(directions) == 1:
+        return [score_direction(policy, spec, generation, directions[0])]
+    from esopt.backends.hf_population import run_population_episodes
+
+    t0 = time.perf_counter()
+    per_direction = run_population_episodes(
+        policy, directions, lambda: make_env(spec.env, **spec.env_kwargs),
+        train_tasks(spec, generation), train_sampling(spec, generation))
+    share = (time.perf_counter() - t0) / len(directions)
+    return [(episodes, share) for episodes in per_direction]
 
 
 class DirectionShard(Checkpointable):
