@@ -78,9 +78,7 @@ def child(model: str, mode: str) -> None:
 
         m = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
         tok = AutoTokenizer.from_pretrained(model)
-        policy = HFPolicy.__new__(HFPolicy)  # generation only: no master copy
-        policy.model, policy.tokenizer, policy.max_batch_size = m, tok, 64
-        policy.prefix_cache = True
+        policy = HFPolicy(m, tok, keep_master=False)  # generation only: no master copy
         policy.generate(PROMPTS, sampling)
     else:
         policy = HFPolicy.load(model)

@@ -49,7 +49,7 @@ class HFPolicy:
     """ES-ready policy around a transformers causal LM and its tokenizer."""
 
     def __init__(self, model, tokenizer, *, chunk_blocks: int = 4, max_batch_size: int = 64,
-                 prefix_cache: bool = True, decoder: str = "loop"):
+                 prefix_cache: bool = True, decoder: str = "loop", keep_master: bool = True):
         if decoder not in DECODERS:
             raise ValueError(f"decoder: unknown {decoder!r}; choose one of {DECODERS}")
         self.model = model.eval()
@@ -65,8 +65,9 @@ class HFPolicy:
             p.requires_grad_(False)
             if not p.is_contiguous():
                 raise ValueError(f"parameter {name} is not contiguous; cannot perturb in place")
+        # keep_master=False: generation only (a plain-inference baseline); ES then refuses.
         self.master = {n: p.detach().to("cpu", torch.float32, copy=True)
-                       for n, p in self._params.items()}
+                       for n, p in self._params.items()} if keep_master else None
         self._active: Direction | None = None
         self._session: dict | None = None  # prefix KV kept across the calls of one rollout
 
@@ -109,6 +110,8 @@ class HFPolicy:
         """Serve theta + sign*sigma*eps(direction) inside the block; exact theta after it."""
         if self._active is not None:
             raise RuntimeError(f"already perturbed along direction {self._active.index}")
+        if self.master is None:
+            raise RuntimeError("this policy was built with keep_master=False (generation only)")
         self._active = direction
         try:
             self._write_perturbed(direction)
