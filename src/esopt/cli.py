@@ -76,6 +76,12 @@ def _stage_rl(args) -> None:
     train_rl(_spec(args), args.out, threads=args.threads)
 
 
+def _stage_async(args) -> None:
+    from esopt.pipeline.async_run import train_async
+
+    train_async(_spec(args), args.out, threads=args.threads, ledger_path=args.ledger)
+
+
 def _stage_ledger(args) -> None:
     from esopt.pipeline.rl import es_ledger
 
@@ -251,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--out", required=True, help="directory of the kept checkpoints")
     rl.add_argument("--threads", type=int, default=2)
     rl.set_defaults(func=_stage_rl)
+    asy = stages.add_parser("async", help="an async_es run as one coordinator job")
+    asy.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    asy.add_argument("--out", required=True, help="directory of the kept checkpoints")
+    asy.add_argument("--ledger", required=True, help="ledger.parquet")
+    asy.add_argument("--threads", type=int, default=2)
+    asy.set_defaults(func=_stage_async)
     led = stages.add_parser("ledger", help="an ES run's ledger from its generations' files")
     led.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
     led.add_argument("--out", required=True, help="ledger.parquet")

@@ -24,7 +24,7 @@ def reward(theta, direction) -> float:
 def run(acfg):
     theta = params()
     steps = run_async(ES(CFG), acfg, lambda d, v: reward(theta, d),
-                      lambda u: add_update_(theta, u))
+                      lambda s, u: add_update_(theta, u))
     return theta, steps
 
 

@@ -1,7 +1,7 @@
 import json
 
 from esopt.pipeline.config import TINY_RANDOM
-from esopt.pipeline.spec import ES_METHODS, RL_METHODS
+from esopt.pipeline.spec import ASYNC_METHODS, ES_METHODS, RL_METHODS
 
 RUN = "results/{exp}/h{h}/{method}/seed{seed}"
 SPEC_BY_RUN = {(s.experiment, str(s.horizon), s.method, str(s.seed)): s for s in SPECS}
@@ -27,6 +27,7 @@ UPDATE_SHELL = (
 
 ES_METHOD = "|".join(ES_METHODS)
 RL_METHOD = "|".join(RL_METHODS)
+ASYNC_METHOD = "|".join(ASYNC_METHODS)
 
 
 wildcard_constraints:
@@ -52,6 +53,8 @@ def checkpoint_dir(spec, generation):
         return spec.model
     if spec.method in RL_METHODS:
         return f"{spec.run_dir}/rl/gen{generation:03d}"
+    if spec.method in ASYNC_METHODS:
+        return f"{spec.run_dir}/async/gen{generation:03d}"
     return f"{spec.run_dir}/gen{generation:03d}/checkpoint"
 
 
@@ -59,6 +62,8 @@ def checkpoint_input(spec, generation):
     """What produces that checkpoint: an RL run writes all its kept ones in one job."""
     if generation > 0 and spec.method in RL_METHODS:
         return f"{spec.run_dir}/rl"
+    if generation > 0 and spec.method in ASYNC_METHODS:
+        return f"{spec.run_dir}/async"
     return checkpoint_dir(spec, generation)
 
 

@@ -121,10 +121,11 @@ def step_record(step: Step) -> dict:
 
 
 def run_async(es: ES, acfg: AsyncConfig, score: Callable[[Direction, int], float],
-              apply: Callable[[Update], None], generations: int | None = None
+              apply: Callable[[Step, Update], None], generations: int | None = None
               ) -> list[tuple[Step, Update]]:
     """The coordinator: at each version score the dispatched directions on the current
-    theta (`score(direction, version)`), then `apply` the update of the accepted cohort."""
+    theta (`score(direction, version)`), then `apply(step, update)` of the accepted cohort
+    (theta_t -> theta_{t+1})."""
     rewards: dict[tuple[int, int], float] = {}
     out = []
     for step in schedule(es.config, acfg, generations):
@@ -133,6 +134,6 @@ def run_async(es: ES, acfg: AsyncConfig, score: Callable[[Direction, int], float
             rewards[(d.version, d.index)] = score(Direction(d.index, d.seed, 1, sigma),
                                                   d.version)
         update = step_update(es, step, rewards)
-        apply(update)
+        apply(step, update)
         out.append((step, update))
     return out
