@@ -113,6 +113,14 @@ def _report_figures(args) -> None:
     figure7(specs, args.out)
 
 
+def _report_companions(args) -> None:
+    from esopt.report.companions import write_companions
+    from esopt.report.results import load_runs
+
+    write_companions([s for s in load_runs(args.runs) if s.env == "sudoku"], args.tables,
+                     args.figures)
+
+
 def _report_pdf(args) -> None:
     from esopt.report.pdf import build_report
     from esopt.report.results import load_runs
@@ -294,6 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
         for a in extra:
             p.add_argument(f"--{a}", required=True)
         p.set_defaults(func=func)
+    p = reports.add_parser("companions", help="ES vs CoPES vs async ES vs low-rank ES")
+    p.add_argument("--runs", required=True, help="results/runs.json")
+    p.add_argument("--tables", required=True, help="tables directory")
+    p.add_argument("--figures", required=True, help="figures directory")
+    p.set_defaults(func=_report_companions)
     p = reports.add_parser("math", help="Table 3 (math rows) and Figure 8")
     p.add_argument("--runs", required=True, help="results/runs.json")
     p.add_argument("--experiments", nargs="+", required=True, help="math experiments")

@@ -1,7 +1,7 @@
 import json
 
 from esopt.pipeline.config import TINY_RANDOM
-from esopt.pipeline.spec import ASYNC_METHODS, ES_METHODS, RL_METHODS
+from esopt.pipeline.spec import ASYNC_METHODS, COMPANION_METHODS, ES_METHODS, RL_METHODS
 
 RUN = "results/{exp}/h{h}/{method}/seed{seed}"
 SPEC_BY_RUN = {(s.experiment, str(s.horizon), s.method, str(s.seed)): s for s in SPECS}
@@ -104,7 +104,16 @@ MATH_OUTPUTS = (
     if SKILL_SPECS
     else []
 )
-REPORT_OUTPUTS = TABLES + FIGURES + AHD_TABLES + MATH_OUTPUTS + ["results/report.pdf"]
+# The companion-methods comparison when any of copes, async_es, lowrank_es ran on Sudoku.
+COMPANION_OUTPUTS = (
+    [f"results/tables/companions.{ext}" for ext in ("csv", "md", "tex")]
+    + [f"results/figures/companions.{ext}" for ext in ("pdf", "png")]
+    if any(s.method in COMPANION_METHODS for s in SUDOKU_SPECS)
+    else []
+)
+REPORT_OUTPUTS = (
+    TABLES + FIGURES + AHD_TABLES + MATH_OUTPUTS + COMPANION_OUTPUTS + ["results/report.pdf"]
+)
 
 
 def report_inputs(wildcards):

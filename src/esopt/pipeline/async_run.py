@@ -48,13 +48,17 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
         episodes, generate_s = score_direction(policy, spec, version, direction)
         r = direction_reward(episodes, spec.failed_episode_reward)
         s = stats.setdefault(version, {"generate_s": 0.0, "wall_s": 0.0, "flops": 0.0,
-                                       "episodes": 0, "rewards": [], "success": []})
+                                       "episodes": 0, "rewards": [], "success": [],
+                                       "turns": [], "tokens": 0})
         s["generate_s"] += generate_s
+        s.setdefault("failed", []).append(sum(bool(e.failed) for e in episodes))
         s["wall_s"] += time.perf_counter() - t0
         s["flops"] += rollout_flops(shape, episodes)
         s["episodes"] += len(episodes)
         s["rewards"].append(r)
         s["success"] += [e.success for e in episodes]
+        s["turns"] += [len(e.turns) for e in episodes]
+        s["tokens"] += sum(t.completion_tokens for e in episodes for t in e.turns)
         return r
 
     def apply(step, update):
@@ -83,7 +87,9 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
                         episodes=s.get("episodes", 0),
                         reward_mean=float(np.mean(rewards)) if rewards else float("nan"),
                         success=float(np.mean(s["success"])) if s.get("success") else 0.0,
-                        turns=0.0, tokens=0, failed_episodes=0,
+                        turns=float(np.mean(s["turns"])) if s.get("turns") else 0.0,
+                        tokens=s.get("tokens", 0),
+                        failed_episodes=sum(e for e in s.get("failed", [])),
                         excluded_directions=len(update.excluded),
                         dispatched=record["dispatched"], discarded=len(record["discarded"]),
                         mean_lag=float(np.mean(record["lags"])))

@@ -106,6 +106,9 @@ class RunSpec:
             raise ValueError(f"keep_every must be >= 1, got {self.keep_every}")
         if self.backend not in ("hf", "vllm"):
             raise ValueError(f"backend: unknown {self.backend!r}; choose hf or vllm")
+        if self.backend == "vllm" and self.method in ("copes", "lowrank_es"):
+            raise ValueError(f"backend: {self.method} runs on hf only (the vLLM workers "
+                             "draw full-rank noise over all parameters)")
 
     @property
     def generations(self) -> int:
