@@ -94,3 +94,31 @@ def test_async_job_l0_equals_synchronous_es_and_stress_run_is_reproducible(tiny_
     assert [r["discarded"] for r in records][2] == [{"version": 1, "index": 1, "lag": 1}]
     assert shas[0] != sync["sha256"]
     assert json.loads((tmp_path / "a" / "schedule.json").read_text()) == records
+
+
+@pytest.mark.parametrize("method, es", [("copes", {"copes": {"subspaces": 2}}),
+                                        ("lowrank_es", {"lowrank_es": {"rank": 2}})])
+def test_update_stage_replays_from_the_manifest(tiny_dir, tmp_path, method, es):
+    """The file update of copes / lowrank_es records what replays it: the manifest's
+    seeds, weights and subspaces / rank rebuild the same weights (same sha256)."""
+    from esopt.es.apply import add_update_
+    from esopt.es.strategy import Update
+    from esopt.pipeline.stages import update_checkpoint
+    from esopt.runtime.checkpoint import read_master, write_checkpoint
+    from tests.pipeline.test_update_stage import _rewards
+
+    cfg = companion_config(population_size=4, **es)
+    cfg["model"] = str(tiny_dir)
+    spec = next(s for s in run_specs(cfg) if s.method == method)
+    rewards = _rewards(spec, tmp_path / "rewards.parquet", [0.0, 1.0, 0.5, 0.25])
+    manifest = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(tmp_path / "next"))
+    assert (len(manifest["subspaces"]) == 4) == (method == "copes")
+    assert manifest["rank"] == (2 if method == "lowrank_es" else None)
+    update = Update.from_dict({k: manifest[k] for k in (
+        "seeds", "signs", "weights", "excluded", "subspaces", "rank", "sigma", "alpha",
+        "generation")} | {"generation": 0})
+    master = read_master(tiny_dir)
+    add_update_(master, update)
+    replayed = write_checkpoint(tmp_path / "replayed", master, manifest={},
+                                files_from=tiny_dir)
+    assert replayed["sha256"] == manifest["sha256"] != read_manifest(tiny_dir)["sha256"]
