@@ -71,3 +71,20 @@ def test_bad_async_config():
     with pytest.raises(ValueError):
         AsyncConfig(delayed_fraction=1.0)
     assert torch.is_tensor(params()["norm"])
+
+
+def test_oldest_results_are_accepted_first_and_leftovers_wait():
+    cfg = ESConfig(population_size=2, run_seed=0, sigma=SigmaSchedule("constant", 1e-3,
+                                                                       1e-3, 12))
+    steps = schedule(cfg, AsyncConfig(max_lag=8, delayed_fraction=0.6, delay=2))
+    seen = [(d.version, d.index) for s in steps for d in s.accepted]
+    assert len(seen) == len(set(seen)) == 24  # every result used at most once
+    for s in steps:
+        keys = [(d.version, d.index) for d in s.accepted]
+        assert keys == sorted(keys)  # oldest dispatch first
+    # more stragglers arrived than N at some update: the extra ones waited (lag > delay)
+    assert any(lag > 2 for s in steps for lag in s.lags(s.accepted))
+    # the schedule is a pure function (a golden value): at update 5 the leftover (2, 3)
+    # goes before the newer arrival (3, 0), and (3, 1) waits for update 6
+    assert [(d.version, d.index) for d in steps[5].accepted] == [(2, 3), (3, 0)]
+    assert [(d.version, d.index) for d in steps[6].accepted] == [(3, 1), (6, 1)]
