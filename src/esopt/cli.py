@@ -76,6 +76,12 @@ def _stage_rl(args) -> None:
     train_rl(_spec(args), args.out, threads=args.threads)
 
 
+def _stage_async(args) -> None:
+    from esopt.pipeline.async_run import train_async
+
+    train_async(_spec(args), args.out, threads=args.threads, ledger_path=args.ledger)
+
+
 def _stage_ledger(args) -> None:
     from esopt.pipeline.rl import es_ledger
 
@@ -105,6 +111,14 @@ def _report_figures(args) -> None:
     specs = [s for s in load_runs(args.runs) if s.env == "sudoku"]
     figure3(specs, args.out)
     figure7(specs, args.out)
+
+
+def _report_companions(args) -> None:
+    from esopt.report.companions import write_companions
+    from esopt.report.results import load_runs
+
+    write_companions([s for s in load_runs(args.runs) if s.env == "sudoku"], args.tables,
+                     args.figures)
 
 
 def _report_pdf(args) -> None:
@@ -259,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--out", required=True, help="directory of the kept checkpoints")
     rl.add_argument("--threads", type=int, default=2)
     rl.set_defaults(func=_stage_rl)
+    asy = stages.add_parser("async", help="an async_es run as one coordinator job")
+    asy.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    asy.add_argument("--out", required=True, help="directory of the kept checkpoints")
+    asy.add_argument("--ledger", required=True, help="ledger.parquet")
+    asy.add_argument("--threads", type=int, default=2)
+    asy.set_defaults(func=_stage_async)
     led = stages.add_parser("ledger", help="an ES run's ledger from its generations' files")
     led.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
     led.add_argument("--out", required=True, help="ledger.parquet")
@@ -312,6 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
         for a in extra:
             p.add_argument(f"--{a}", required=True)
         p.set_defaults(func=func)
+    p = reports.add_parser("companions", help="ES vs CoPES vs async ES vs low-rank ES")
+    p.add_argument("--runs", required=True, help="results/runs.json")
+    p.add_argument("--tables", required=True, help="tables directory")
+    p.add_argument("--figures", required=True, help="figures directory")
+    p.set_defaults(func=_report_companions)
     p = reports.add_parser("math", help="Table 3 (math rows) and Figure 8")
     p.add_argument("--runs", required=True, help="results/runs.json")
     p.add_argument("--experiments", nargs="+", required=True, help="math experiments")

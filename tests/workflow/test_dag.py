@@ -26,6 +26,16 @@ def test_dry_run_of_the_smoke_and_paper_scales(workdir):
     assert re.search(r"fetch_hub_model\s+1\n", out)
 
 
+def test_dry_run_of_the_companions_scale(workdir):
+    out = snakemake(workdir, "-n", "all", "--config", "scale=companions").stdout
+    # vanilla_es, copes, lowrank_es: the per-generation DAG, 2 generations each; async_es:
+    # one coordinator job; the comparison table and figure in one report job.
+    assert re.search(r"evaluate_directions\s+6\n", out)
+    assert re.search(r"async_train\s+1\n", out)
+    assert re.search(r"companions_report\s+1\n", out)
+    assert "rl_train" not in out
+
+
 def test_lint_is_clean(workdir):
     proc = snakemake(workdir, "--lint", check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,7 +1,7 @@
 import json
 
 from esopt.pipeline.config import TINY_RANDOM
-from esopt.pipeline.spec import ES_METHODS, RL_METHODS
+from esopt.pipeline.spec import ASYNC_METHODS, COMPANION_METHODS, ES_METHODS, RL_METHODS
 
 RUN = "results/{exp}/h{h}/{method}/seed{seed}"
 # Timing files go under results/benchmarks/ (ignored), never into the source tree.
@@ -29,6 +29,7 @@ UPDATE_SHELL = (
 
 ES_METHOD = "|".join(ES_METHODS)
 RL_METHOD = "|".join(RL_METHODS)
+ASYNC_METHOD = "|".join(ASYNC_METHODS)
 
 
 wildcard_constraints:
@@ -54,6 +55,8 @@ def checkpoint_dir(spec, generation):
         return spec.model
     if spec.method in RL_METHODS:
         return f"{spec.run_dir}/rl/gen{generation:03d}"
+    if spec.method in ASYNC_METHODS:
+        return f"{spec.run_dir}/async/gen{generation:03d}"
     return f"{spec.run_dir}/gen{generation:03d}/checkpoint"
 
 
@@ -61,6 +64,8 @@ def checkpoint_input(spec, generation):
     """What produces that checkpoint: an RL run writes all its kept ones in one job."""
     if generation > 0 and spec.method in RL_METHODS:
         return f"{spec.run_dir}/rl"
+    if generation > 0 and spec.method in ASYNC_METHODS:
+        return f"{spec.run_dir}/async"
     return checkpoint_dir(spec, generation)
 
 
@@ -101,7 +106,16 @@ MATH_OUTPUTS = (
     if SKILL_SPECS
     else []
 )
-REPORT_OUTPUTS = TABLES + FIGURES + AHD_TABLES + MATH_OUTPUTS + ["results/report.pdf"]
+# The companion-methods comparison when any of copes, async_es, lowrank_es ran on Sudoku.
+COMPANION_OUTPUTS = (
+    [f"results/tables/companions.{ext}" for ext in ("csv", "md", "tex")]
+    + [f"results/figures/companions.{ext}" for ext in ("pdf", "png")]
+    if any(s.method in COMPANION_METHODS for s in SUDOKU_SPECS)
+    else []
+)
+REPORT_OUTPUTS = (
+    TABLES + FIGURES + AHD_TABLES + MATH_OUTPUTS + COMPANION_OUTPUTS + ["results/report.pdf"]
+)
 
 
 def report_inputs(wildcards):

@@ -101,3 +101,27 @@ rule es_ledger:
         f"logs/{RUN}/ledger.log",
     shell:
         "esopt stage ledger --spec {params.spec:q} --out {output} > {log} 2>&1"
+
+
+# Bounded-staleness asynchronous ES: the deterministic schedule in one coordinator job
+# (esopt.pipeline.async_run), writing its kept checkpoints, schedule and ledger.
+rule async_train:
+    wildcard_constraints:
+        method=ASYNC_METHOD,
+    input:
+        lambda w: spec_of(w).model,
+    output:
+        checkpoints=directory(f"{RUN}/async"),
+        ledger=f"{RUN}/ledger.parquet",
+    params:
+        spec=spec_json,
+    threads: EVAL_THREADS
+    conda:
+        "../../envs/esopt.yaml"
+    log:
+        f"logs/{RUN}/async_train.log",
+    benchmark:
+        f"benchmarks/{RUN}/async_train.tsv"
+    shell:
+        "esopt stage async --spec {params.spec:q} --out {output.checkpoints} "
+        "--ledger {output.ledger} --threads {threads} > {log} 2>&1"

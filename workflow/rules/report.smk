@@ -45,10 +45,34 @@ if SUDOKU_SPECS:
             "esopt report figures --runs {input.runs} --out results/figures > {log} 2>&1"
 
 
+if COMPANION_OUTPUTS:
+
+    rule companions_report:
+        input:
+            runs="results/runs.json",
+            results=report_inputs,
+        output:
+            table=report("results/tables/companions.md", caption="../report/companions.rst",
+                         category="Companion ES"),
+            csv="results/tables/companions.csv",
+            tex="results/tables/companions.tex",
+            pdf=report("results/figures/companions.pdf",
+                       caption="../report/companions_fig.rst", category="Companion ES"),
+            png="results/figures/companions.png",
+        conda:
+            "../../envs/esopt.yaml"
+        log:
+            "logs/report/companions.log",
+        shell:
+            "esopt report companions --runs {input.runs} --tables results/tables "
+            "--figures results/figures > {log} 2>&1"
+
+
 rule report_pdf:
     input:
         TABLES,
         FIGURES,
+        COMPANION_OUTPUTS,
         AHD_TABLES,
         MATH_OUTPUTS,
         runs="results/runs.json",

@@ -27,7 +27,10 @@ from esopt.backends.hf_decode import (
     row_generators,
     shared_prefix_len,
 )
-from esopt.es.noise import add_noise_sum_, noise_chunks, perturb_into
+from esopt.es.apply import add_update_
+from esopt.es.copes import subspace_ranges
+from esopt.es.lowrank import is_lowrank, lowrank_chunks
+from esopt.es.noise import draw, noise_chunks, perturb_into
 from esopt.es.strategy import Direction, Update
 from esopt.runtime.checkpoint import write_checkpoint
 
@@ -123,11 +126,21 @@ class HFPolicy:
     def _write_perturbed(self, d: Direction) -> None:
         self._forget_kv()
         step = d.sign * d.sigma
+        ranges = None
+        if d.subspace is not None:  # CoPES: only the chunks of the direction's subspace
+            ranges = subspace_ranges(d.subspace, {n: t.numel() for n, t in self.master.items()})
         for name, p in self._params.items():
             master = self.master[name].view(-1)
             serving = p.data.view(-1)
             direct = serving.dtype == torch.float32 and serving.device.type == "cpu"
-            for start, eps in noise_chunks(d.seed, name, master.numel(), self.chunk_blocks):
+            if d.rank is not None:
+                chunks = ((r * p.shape[1], e.view(-1)) for r, e in lowrank_chunks(
+                    d.seed, name, p.shape, d.rank)) if is_lowrank(p.shape) else ()
+            elif ranges is not None:
+                chunks = ((a, draw(d.seed, name, a, b - a)) for a, b in ranges.get(name, []))
+            else:
+                chunks = noise_chunks(d.seed, name, master.numel(), self.chunk_blocks)
+            for start, eps in chunks:
                 stop = start + eps.numel()
                 if direct:
                     perturb_into(master[start:stop], eps, step, serving[start:stop])
@@ -158,7 +171,7 @@ class HFPolicy:
         if update.is_zero:
             log.info("generation %d: zero update, weights unchanged", update.generation)
             return
-        add_noise_sum_(self.master, update.seeds, update.coeffs, update.scale)
+        add_update_(self.master, update)
         self.restore()
 
     # ----------------------------------------------------------------- persistence

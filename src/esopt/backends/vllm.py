@@ -335,6 +335,9 @@ class VLLMPolicy:
 
     @contextmanager
     def perturbed(self, direction: Direction) -> Iterator[VLLMPolicy]:
+        if direction.subspace is not None or direction.rank is not None:
+            raise NotImplementedError("CoPES and low-rank directions run on the hf backend "
+                                      "(the vLLM workers draw full-rank, full-space noise)")
         if self._active is not None:
             raise RuntimeError(f"already perturbed along direction {self._active.index}")
         self._active = direction
@@ -366,6 +369,8 @@ class VLLMPolicy:
             raise RuntimeError("apply() called while perturbed")
         if update.is_zero:
             return
+        if update.subspaces or update.rank is not None:
+            raise NotImplementedError("CoPES and low-rank updates run on the hf backend")
         self.llm.collective_rpc("es_apply", args=(list(update.seeds), update.coeffs,
                                                   update.scale))
         self._reset_prefix_cache()

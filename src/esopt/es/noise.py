@@ -175,8 +175,8 @@ def perturb_into(master: torch.Tensor, eps: torch.Tensor, step: float, out: torc
 
 def add_noise_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
                    coeffs: Sequence[float], scale: float,
-                   regions: Mapping[str, tuple[tuple[int, ...], tuple[slice, ...]]] | None = None
-                   ) -> None:
+                   regions: Mapping[str, tuple[tuple[int, ...], tuple[slice, ...]]] | None = None,
+                   subspaces: Sequence | None = None) -> None:
     """tensors[name] += scale * sum_i coeffs[i] * eps(seeds[i], name), in place, float32.
 
     The ES update of a float32 master, shared by every backend and by the update stage
@@ -186,22 +186,51 @@ def add_noise_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
     same bits.
     `regions[name] = (logical shape, region)` says that tensors[name] holds only that region
     of the logical tensor (a tensor-parallel worker's shard).
+    `subspaces[i]` (CoPES, an esopt.es.strategy.Subspace) restricts direction i's noise to
+    its chunks: elsewhere its noise is zeroed before the product, and adding an exact 0
+    leaves the sum's bits as if the direction were skipped there.
     """
     if len(seeds) != len(coeffs):
         raise ValueError(f"{len(seeds)} seeds but {len(coeffs)} coefficients")
+    if subspaces:
+        if regions is not None:
+            raise ValueError("subspaces on tensor-parallel shards are not supported")
+        if len(subspaces) != len(seeds):
+            raise ValueError(f"{len(seeds)} seeds but {len(subspaces)} subspaces")
+        from esopt.es.copes import subspace_ranges
+
+        numels = {n: t.numel() for n, t in tensors.items()}
+        ranges = [subspace_ranges(s, numels) for s in subspaces]
     for name, tensor in tensors.items():
         if tensor.dtype != torch.float32 or not tensor.is_contiguous():
             raise ValueError(f"{name}: the update needs a contiguous float32 tensor, "
                              f"got {tensor.dtype}")
         region = None if regions is None else regions.get(name)
         streams = [_target_chunks(s, name, tensor, region) for s in seeds]
+        start = 0
         for chunks in zip(*streams, strict=True):
             target = chunks[0][0]
             acc = torch.zeros_like(target)
-            for (_, eps), c in zip(chunks, coeffs, strict=True):
+            for i, ((_, eps), c) in enumerate(zip(chunks, coeffs, strict=True)):
                 if c:
+                    if subspaces:
+                        _mask_outside_(eps, ranges[i].get(name, []), start)
                     acc.add_(eps.mul_(c))
             target.add_(acc.mul_(scale))
+            start += target.numel()
+
+
+def _mask_outside_(eps: torch.Tensor, ranges: list[tuple[int, int]], start: int) -> None:
+    """Zero the flat chunk eps = elements [start, start + len) outside `ranges`."""
+    flat = eps.view(-1)
+    pos = 0
+    for a, b in ranges:
+        a, b = max(a - start, 0), min(b - start, flat.numel())
+        if a >= b:
+            continue
+        flat[pos:a] = 0
+        pos = b
+    flat[pos:] = 0
 
 
 def _target_chunks(seed: int, name: str, tensor: torch.Tensor, region=None

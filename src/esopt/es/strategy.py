@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from esopt.es.schedules import SigmaSchedule
-from esopt.es.seeds import direction_seed
+from esopt.es.seeds import direction_seed, mix
 from esopt.es.shaping import get_shaping
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,13 @@ class ESConfig:
     """Mirrored pairs theta +- sigma eps (the paper is one-sided: False)."""
     run_seed: int = 0
     """Root of every direction seed of the run."""
+    subspaces: int | None = None
+    """CoPES: K disjoint parameter subspaces per generation, G/K directions each, at
+    sigma * sqrt(K) (None: plain ES; K=1 runs the CoPES path and equals plain ES)."""
+    subspace_chunk: int = 1 << 16
+    """CoPES: elements per parameter chunk, the unit of the partition."""
+    rank: int | None = None
+    """Low-rank (EGGROLL) ES: every matrix gets noise A B^T / sqrt(rank) (None: full rank)."""
 
     def __post_init__(self) -> None:
         if self.population_size < 2:
@@ -52,6 +60,18 @@ class ESConfig:
         if not (self.alpha >= 0 and math.isfinite(self.alpha)):
             raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha}")
         get_shaping(self.shaping)
+        if self.subspaces is not None:
+            if self.subspaces < 1 or self.population_size % self.subspaces:
+                raise ValueError(f"subspaces (K) must be >= 1 and divide population_size "
+                                 f"{self.population_size}, got {self.subspaces}")
+            if self.antithetic:
+                raise ValueError("subspaces: CoPES is one-sided (antithetic must be False)")
+            if self.rank is not None:
+                raise ValueError("subspaces and rank: CoPES and low-rank ES do not combine")
+        if self.subspace_chunk < 1:
+            raise ValueError(f"subspace_chunk must be >= 1, got {self.subspace_chunk}")
+        if self.rank is not None and self.rank < 1:
+            raise ValueError(f"rank must be >= 1, got {self.rank}")
         if not isinstance(self.sigma, SigmaSchedule):
             raise TypeError(f"sigma must be a SigmaSchedule, got {type(self.sigma).__name__}")
 
@@ -70,13 +90,31 @@ class ESConfig:
 
 
 @dataclass(frozen=True)
+class Subspace:
+    """CoPES: the `k`-th of `num_subspaces` disjoint sets of parameter chunks of one
+    generation's partition (esopt.es.copes); a direction perturbs only its chunks."""
+
+    partition_seed: int
+    k: int
+    num_subspaces: int
+    chunk_elements: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.k < self.num_subspaces or self.chunk_elements < 1:
+            raise ValueError(f"bad subspace {self}")
+
+
+@dataclass(frozen=True)
 class Direction:
-    """One perturbation: theta + sign * sigma * eps(seed)."""
+    """One perturbation: theta + sign * sigma * eps(seed), eps restricted to `subspace`
+    (CoPES) or of rank `rank` on matrices (low-rank ES)."""
 
     index: int
     seed: int
     sign: int
     sigma: float
+    subspace: Subspace | None = None
+    rank: int | None = None
 
     def __post_init__(self) -> None:
         if self.sign not in (1, -1):
@@ -109,6 +147,10 @@ class Update:
     weights: tuple[float, ...]
     excluded: tuple[int, ...] = ()
     """Indices of directions dropped for non-finite rewards."""
+    subspaces: tuple[Subspace, ...] = ()
+    """CoPES: each direction's subspace (empty: every direction spans all parameters)."""
+    rank: int | None = None
+    """Low-rank ES: the rank of every direction's matrix noise."""
 
     @property
     def scale(self) -> float:
@@ -128,7 +170,10 @@ class Update:
 
     @classmethod
     def from_dict(cls, d: dict) -> Update:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        d = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        d["subspaces"] = tuple(s if isinstance(s, Subspace) else Subspace(**s)
+                               for s in d.get("subspaces", ()))
+        return cls(**d)
 
 
 class ES:
@@ -151,6 +196,11 @@ class ES:
     def ask(self, state: ESState) -> tuple[Direction, ...]:
         """The G directions of this generation."""
         g = self.config.population_size
+        if self.config.subspaces is not None:
+            return self._ask_copes(state)
+        if self.config.rank is not None:
+            return tuple(Direction(i, direction_seed(state.run_seed, state.generation, i), 1,
+                                   state.sigma, rank=self.config.rank) for i in range(g))
         if self.config.antithetic:
             return tuple(
                 Direction(i, direction_seed(state.run_seed, state.generation, i // 2),
@@ -162,33 +212,68 @@ class ES:
             for i in range(g)
         )
 
+    def _ask_copes(self, state: ESState) -> tuple[Direction, ...]:
+        """CoPES: directions k*G/K .. (k+1)*G/K - 1 perturb subspace k at sigma*sqrt(K)."""
+        k_total = self.config.subspaces
+        per = self.config.population_size // k_total
+        pseed = partition_seed(state.run_seed, state.generation)
+        sigma = state.sigma * math.sqrt(k_total)
+        return tuple(
+            Direction(i, direction_seed(state.run_seed, state.generation, i), 1, sigma,
+                      subspace=Subspace(pseed, i // per, k_total, self.config.subspace_chunk))
+            for i in range(self.config.population_size))
+
     def tell(self, state: ESState, rewards_n) -> tuple[Update, ESState]:
         """Shape the rewards of ask(state) and return the update and the next state."""
         rewards_n = np.asarray(rewards_n, dtype=np.float64)
         g = self.config.population_size
         if rewards_n.shape != (g,):
             raise ValueError(f"rewards must have shape ({g},), got {rewards_n.shape}")
-        directions = self.ask(state)
-        finite = np.isfinite(rewards_n)
-        excluded = tuple(int(i) for i in np.flatnonzero(~finite))
-        if excluded:
-            log.warning("generation %d: %d direction(s) excluded for non-finite rewards: %s",
-                        state.generation, len(excluded), list(excluded))
-        kept = [d for d, ok in zip(directions, finite, strict=True) if ok]
-        weights = self._shape(rewards_n[finite]) if kept else np.zeros(0)
-        if not np.any(weights):
-            log.warning("generation %d: rewards carry no signal (all equal or < 2 valid); "
-                        "zero update", state.generation)
-            weights = np.zeros_like(weights)
-        update = Update(
-            generation=state.generation,
-            sigma=state.sigma,
-            alpha=self.config.alpha,
-            seeds=tuple(d.seed for d in kept),
-            signs=tuple(d.sign for d in kept),
-            weights=tuple(float(w) for w in weights),
-            excluded=excluded,
-        )
+        update = shaped_update(self.ask(state), rewards_n, state.generation, state.sigma,
+                               self.config.alpha, self._shape)
         nxt = state.generation + 1
         next_sigma = self.config.sigma(nxt) if nxt < self.config.generations else state.sigma
         return update, replace(state, generation=nxt, sigma=next_sigma)
+
+
+def partition_seed(run_seed: int, generation: int) -> int:
+    """CoPES: the seed of generation `generation`'s partition into subspaces."""
+    return mix("partition", run_seed, generation)
+
+
+def shaped_update(directions, rewards_n, generation: int, sigma: float, alpha: float,
+                  shape) -> Update:
+    """The update of scored directions: shape the finite rewards jointly (one z-score over
+    the whole population), drop the others (logged).
+
+    CoPES: a direction of subspace k gets weight z_i * G_valid / N_k (N_k: valid
+    directions of subspace k), so that scale * weight = alpha * z_i / N_k."""
+    rewards_n = np.asarray(rewards_n, dtype=np.float64)
+    finite = np.isfinite(rewards_n)
+    excluded = tuple(int(i) for i in np.flatnonzero(~finite))
+    if excluded:
+        log.warning("generation %d: %d direction(s) excluded for non-finite rewards: %s",
+                    generation, len(excluded), list(excluded))
+    kept = [d for d, ok in zip(directions, finite, strict=True) if ok]
+    weights = shape(rewards_n[finite]) if kept else np.zeros(0)
+    if not np.any(weights):
+        log.warning("generation %d: rewards carry no signal (all equal or < 2 valid); "
+                    "zero update", generation)
+        weights = np.zeros_like(weights)
+    subspaces = tuple(d.subspace for d in kept) if any(d.subspace for d in kept) else ()
+    if subspaces:
+        counts = Counter(s.k for s in subspaces)
+        # G_valid / N_k is exactly 1.0 when K = 1: then CoPES is plain ES bit for bit.
+        weights = np.array([w * (len(kept) / counts[s.k])
+                            for w, s in zip(weights, subspaces, strict=True)])
+    return Update(
+        generation=generation,
+        sigma=sigma,
+        alpha=alpha,
+        seeds=tuple(d.seed for d in kept),
+        signs=tuple(d.sign for d in kept),
+        weights=tuple(float(w) for w in weights),
+        excluded=excluded,
+        subspaces=subspaces,
+        rank=kept[0].rank if kept else None,
+    )

@@ -14,7 +14,13 @@ from esopt.es.strategy import ESConfig
 from esopt.models import EMBEDDED_MODELS
 from esopt.pipeline.schema import ConfigError, parse, plain
 from esopt.pipeline.sections import Config, ExperimentSection
-from esopt.pipeline.spec import ES_METHODS, RunSpec, horizon_kwargs, sigma_schedule
+from esopt.pipeline.spec import (
+    ASYNC_METHODS,
+    ES_METHODS,
+    RunSpec,
+    horizon_kwargs,
+    sigma_schedule,
+)
 
 __all__ = ["ConfigError", "ahd_run_list", "check_config", "model_dir", "parse_config",
            "run_specs", "scale_file"]
@@ -103,6 +109,7 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config,
         serving_dtype=cfg.serving_dtype, backend=cfg.backend,
         runtime=plain(cfg.runtime),
     )
+    asynchrony = _check(f"{name}.es.async_es", es.async_es.async_config)
     specs = []
     for h in exp.horizons:
         for method in exp.methods:
@@ -110,18 +117,29 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config,
             schedule = _check(f"{name}.sigma.{method}", lambda h=h, m=method: sigma_schedule(
                 _sigma_config(exp, h, m), es.generations))
             for seed in exp.seeds:
-                es_config = _check(f"{name}.es", lambda s=schedule, seed=seed: ESConfig(
+                es_config = _check(f"{name}.es", lambda s=schedule, seed=seed, m=method: ESConfig(
                     population_size=es.population_size, alpha=es.alpha, sigma=s,
-                    shaping=es.shaping, antithetic=es.antithetic, run_seed=seed))
+                    shaping=es.shaping, antithetic=es.antithetic, run_seed=seed,
+                    **_companion_options(es, m)))
                 specs.append(_check(name, lambda kw=dict(
                     horizon=h, method=method, seed=seed, es=es_config,
+                    asynchrony=asynchrony,
                     train_decoder=decoder): RunSpec(**shared, **kw)))
     return specs
 
 
+def _companion_options(es, method: str) -> dict:
+    """ESConfig fields of the companion methods: CoPES subspaces, low-rank rank."""
+    if method == "copes":
+        return {"subspaces": es.copes.subspaces, "subspace_chunk": es.copes.chunk_elements}
+    if method == "lowrank_es":
+        return {"rank": es.lowrank_es.rank}
+    return {}
+
+
 def _sigma_config(exp: ExperimentSection, horizon: int, method: str) -> dict:
     """The method's schedule with its per-H* override; `base` never perturbs."""
-    if method not in ES_METHODS:
+    if method not in ES_METHODS + ASYNC_METHODS:
         return {"kind": "constant", "sigma_0": 1e-3}
     cfg = getattr(exp.sigma, method).as_dict()
     override = exp.sigma_by_horizon.get(horizon)

@@ -15,11 +15,12 @@ from dataclasses import dataclass, fields
 from esopt.ahd.problems import PROBLEMS
 from esopt.backends.base import SamplingParams
 from esopt.context.search import SearchConfig
+from esopt.es.async_es import AsyncConfig
 from esopt.es.schedules import SCHEDULE_KINDS
 from esopt.es.shaping import SHAPINGS
 from esopt.es.strategy import ESConfig
 from esopt.pipeline.schema import option
-from esopt.pipeline.spec import METHODS, RLConfig
+from esopt.pipeline.spec import METHODS, PAPER_METHODS, RLConfig
 from esopt.runtime.sandbox import SandboxLimits
 
 EXPERIMENTS = ("sudoku", "math", "ahd")
@@ -96,6 +97,10 @@ class MethodSigmas:
 
     vanilla_es: Sigma = option(factory=Sigma, help="schedule of vanilla_es")
     esopt: Sigma = option(factory=Sigma, help="schedule of esopt")
+    copes: Sigma = option(factory=Sigma, help="schedule of copes (directions perturb at "
+                                               "sigma * sqrt(K))")
+    async_es: Sigma = option(factory=Sigma, help="schedule of async_es")
+    lowrank_es: Sigma = option(factory=Sigma, help="schedule of lowrank_es")
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,46 @@ class MethodSigmaOverrides:
 
     vanilla_es: SigmaOverride = option(factory=SigmaOverride, help="override of vanilla_es")
     esopt: SigmaOverride = option(factory=SigmaOverride, help="override of esopt")
+    copes: SigmaOverride = option(factory=SigmaOverride, help="override of copes")
+    async_es: SigmaOverride = option(factory=SigmaOverride, help="override of async_es")
+    lowrank_es: SigmaOverride = option(factory=SigmaOverride, help="override of lowrank_es")
+
+
+@dataclass(frozen=True)
+class CoPESSection:
+    """CoPES (Cooperative Parameter-subspace ES): K disjoint random subspaces per
+    generation, population_size / K directions each (the paper: N=40, K=4, N/K >= 10)."""
+
+    subspaces: int = option(4, "K: subspaces per generation (must divide population_size)",
+                            minimum=1)
+    chunk_elements: int = option(ESConfig.subspace_chunk, "elements per parameter chunk, "
+                                                          "the unit of the partition",
+                                 minimum=1)
+
+
+@dataclass(frozen=True)
+class AsyncSection:
+    """Bounded-staleness asynchronous ES (one coordinator job per run)."""
+
+    max_lag: int = option(AsyncConfig.max_lag, "L: results with lag <= L are accepted "
+                                                "(0: synchronous ES)", minimum=0)
+    delayed_fraction: float = option(AsyncConfig.delayed_fraction,
+                                     "stress test: fraction of results delayed (by hash)",
+                                     minimum=0, exclusive_maximum=1)
+    delay: int = option(AsyncConfig.delay, "stress test: updates a delayed result arrives "
+                                           "late", minimum=1)
+
+    def async_config(self) -> AsyncConfig:
+        return AsyncConfig(max_lag=self.max_lag, delayed_fraction=self.delayed_fraction,
+                           delay=self.delay)
+
+
+@dataclass(frozen=True)
+class LowRankSection:
+    """Low-rank (EGGROLL-style) ES: matrices get rank-r noise A B^T / sqrt(r); vectors
+    are not perturbed."""
+
+    rank: int = option(1, "r: rank of every matrix's noise", minimum=1)
 
 
 @dataclass(frozen=True)
@@ -124,6 +169,9 @@ class ESSection:
     failed_episode_reward: float | None = option(
         None, "null: a direction with a failed (crashed) episode gets a NaN fitness and is "
               "excluded from the update; a number: failed episodes score this reward")
+    copes: CoPESSection = option(factory=CoPESSection, help="the copes method")
+    async_es: AsyncSection = option(factory=AsyncSection, help="the async_es method")
+    lowrank_es: LowRankSection = option(factory=LowRankSection, help="the lowrank_es method")
 
 
 @dataclass(frozen=True)
@@ -160,9 +208,10 @@ class ExperimentSection:
     horizons: list[int] = option(factory=lambda: [1, 2], item_minimum=1,
                                  help="H*: minimum successful horizons (Sudoku: blanks per "
                                       "board; math: the turn limit)")
-    methods: list[str] = option(factory=lambda: list(METHODS), item_choices=METHODS,
+    methods: list[str] = option(factory=lambda: list(PAPER_METHODS), item_choices=METHODS,
                                 help="methods to run; base is evaluation only; grpo, grpo_b "
-                                     "and ppo are the Agentic RL baselines")
+                                     "and ppo are the Agentic RL baselines; copes, async_es "
+                                     "and lowrank_es the companion ES methods")
     seeds: list[int] = option(factory=lambda: [0], item_minimum=0, help="training seeds")
     es: ESSection = option(factory=ESSection, help="ES hyper-parameters")
     sigma: MethodSigmas = option(factory=MethodSigmas, help="sigma schedule per ES method")

@@ -11,17 +11,23 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from esopt.backends.base import SamplingParams
+from esopt.es.async_es import AsyncConfig
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ESConfig
 from esopt.pipeline.schema import option
 
-ES_METHODS = ("vanilla_es", "esopt")
+# ES methods of the per-generation DAG (directions -> rewards -> update): the paper's two
+# and the companions CoPES and low-rank ES; async_es runs as one coordinator job.
+ES_METHODS = ("vanilla_es", "esopt", "copes", "lowrank_es")
+ASYNC_METHODS = ("async_es",)
+COMPANION_METHODS = ("copes", "async_es", "lowrank_es")
 # Agentic RL baselines: GRPO-dagger trains at temperature 1 (top-p 1, no top-k) and
 # evaluates with the evaluation decoder, as the paper's Figure 7; GRPO-B (double dagger,
 # "the stronger GRPO") trains with the evaluation decoder, as ESOpt does: the paper does
 # not say what separates its two GRPO rows, this is our choice. PPO trains as GRPO-dagger.
 RL_METHODS = ("grpo", "grpo_b", "ppo")
-METHODS = ("base", *ES_METHODS, *RL_METHODS)
+PAPER_METHODS = ("base", "vanilla_es", "esopt", *RL_METHODS)
+METHODS = (*PAPER_METHODS, *COMPANION_METHODS)
 # The env option a run's horizon sets: Sudoku's H* is its number of blanks; the math
 # agent's horizon is its turn limit.
 HORIZON_OPTION = {"sudoku": "blanks", "math_tool": "max_turns"}
@@ -81,6 +87,8 @@ class RunSpec:
     failed_episode_reward: float | None = None
     """None: a direction with a failed (crashed) episode gets a NaN fitness, excluded from
     the update; a number: failed episodes score it (es.failed_episode_reward)."""
+    asynchrony: AsyncConfig = field(default_factory=AsyncConfig)
+    """Used by async_es only: the staleness bound and the stress-test delays."""
     rl: RLConfig = field(default_factory=RLConfig)
     """Used by the RL methods only (train_decoder is then the RL training decoder)."""
     runtime: dict = field(default_factory=dict)
@@ -98,13 +106,16 @@ class RunSpec:
             raise ValueError(f"keep_every must be >= 1, got {self.keep_every}")
         if self.backend not in ("hf", "vllm"):
             raise ValueError(f"backend: unknown {self.backend!r}; choose hf or vllm")
+        if self.backend == "vllm" and self.method in ("copes", "lowrank_es"):
+            raise ValueError(f"backend: {self.method} runs on hf only (the vLLM workers "
+                             "draw full-rank noise over all parameters)")
 
     @property
     def generations(self) -> int:
         """Updates of the run: ES generations, RL steps, none for the base model."""
         if self.method in RL_METHODS:
             return self.rl.steps
-        return self.es.generations if self.method in ES_METHODS else 0
+        return self.es.generations if self.method in ES_METHODS + ASYNC_METHODS else 0
 
     @property
     def run_dir(self) -> str:
@@ -131,6 +142,7 @@ class RunSpec:
         d = json.loads(text)
         d["es"] = ESConfig.from_dict(d["es"])
         d["rl"] = RLConfig(**d.get("rl", {}))
+        d["asynchrony"] = AsyncConfig(**d.get("asynchrony", {}))
         d["train_decoder"] = SamplingParams(**{**d["train_decoder"],
                                                "stop": tuple(d["train_decoder"]["stop"])})
         d["eval_decoder"] = SamplingParams(**{**d["eval_decoder"],

@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,8 @@ from esopt.agent.evaluate import evaluate, task_seeds
 from esopt.agent.rollout import run_episodes
 from esopt.agent.trajectories import episodes_table, write_parquet_atomic
 from esopt.envs.base import make_env
-from esopt.es.noise import NOISE_SPEC, add_noise_sum_, noise_fingerprint
+from esopt.es.apply import add_update_
+from esopt.es.noise import NOISE_SPEC, noise_fingerprint
 from esopt.es.seeds import mix
 from esopt.es.strategy import ES
 from esopt.pipeline.spec import RunSpec
@@ -315,13 +316,14 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
     check_fingerprints(table, names, rewards)
     if policy is not None:
         policy.apply(update)
-    elif not update.is_zero:
-        add_noise_sum_(master, update.seeds, update.coeffs, update.scale)
+    else:
+        add_update_(master, update)
     manifest = {
         "generation": generation + 1, "parent_sha256": checkpoint_sha256(checkpoint),
         "seeds": list(update.seeds), "signs": list(update.signs),
         "weights": list(update.weights), "excluded": list(update.excluded),
         "sigma": update.sigma, "alpha": update.alpha, "scale": update.scale,
+        "subspaces": [asdict(s) for s in update.subspaces], "rank": update.rank,
         # NaN (a failed direction) as null: the manifest stays strict JSON.
         "rewards": [r if np.isfinite(r) else None for r in table["reward"]],
         "failed_directions": [d for d, f in zip(table["direction"],

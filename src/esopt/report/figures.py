@@ -15,7 +15,8 @@ from esopt.report.results import eval_curve, ledger  # noqa: E402
 from esopt.report.tables import METHOD_LABELS, _by_method, success_stats  # noqa: E402
 
 COLORS = {"base": "#8c8c8c", "vanilla_es": "#4c72b0", "esopt": "#dd8452", "grpo": "#55a868",
-          "grpo_b": "#2f6b3c", "ppo": "#c44e52"}
+          "grpo_b": "#2f6b3c", "ppo": "#c44e52", "copes": "#8172b3", "async_es": "#937860",
+          "lowrank_es": "#da8bc3"}
 
 
 def figure3(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:

@@ -84,6 +84,11 @@ def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                         tables / "table3.csv", _caption(captions, "table3"))
             _figure_page(pdf, "Figure 8: math best-of-k", figures / "fig8.png",
                          _caption(captions, "fig8"))
+        if (tables / "companions.csv").exists():  # present when companion methods ran
+            _table_page(pdf, "Companion ES methods: ES, CoPES, async ES, low-rank ES",
+                        tables / "companions.csv", _caption(captions, "companions"))
+            _figure_page(pdf, "Companion ES methods: training reward and held-out success",
+                         figures / "companions.png", _caption(captions, "companions_fig"))
         for name, title in AHD_PAGES:  # present when the AHD experiment ran
             if (tables / f"{name}.csv").exists():
                 _table_page(pdf, title, tables / f"{name}.csv", _caption(captions, name))

@@ -12,7 +12,8 @@ from esopt.report.results import final_summary, ledger, peak_memory_mb
 
 METHOD_LABELS = {"base": "Base model", "vanilla_es": "+ Vanilla ES", "esopt": "+ Agentic ESOpt",
                  "grpo": "+ Agentic GRPO †", "grpo_b": "+ Agentic GRPO ‡ (GRPO-B)",
-                 "ppo": "+ Agentic PPO"}
+                 "ppo": "+ Agentic PPO", "copes": "+ CoPES", "async_es": "+ Async ES",
+                 "lowrank_es": "+ Low-rank ES"}
 
 Table = tuple[list[str], list[list[str]]]  # header, rows
 

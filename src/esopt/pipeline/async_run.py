@@ -1,0 +1,101 @@
+"""async_es as one coordinator job: the whole deterministic schedule in one process.
+
+Controlled staleness (esopt.es.async_es) is a pure function of the config, so the job is
+reproducible bit for bit: each direction is scored when dispatched, on the theta of its
+dispatch version and that version's shared tasks (as a worker holding theta_v would), and
+its result delivered at its arrival update. Kept checkpoints go to {run}/async/gen{k:03d}
+(manifest: the cohort's seeds, weights, dispatch versions, lags, discarded results), the
+ledger to {run}/ledger.parquet, the schedule to {run}/async/schedule.json.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from esopt.agent.trajectories import write_parquet_atomic
+from esopt.es.async_es import run_async, step_record
+from esopt.es.noise import NOISE_SPEC
+from esopt.es.strategy import ES
+from esopt.pipeline.spec import RunSpec
+from esopt.pipeline.stages import direction_reward, load_policy, score_direction
+from esopt.runtime.checkpoint import checkpoint_sha256
+from esopt.runtime.ledger import Ledger, ModelShape, rollout_flops
+from esopt.runtime.memory import peak_memory_mb
+
+
+def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str | None = None
+                ) -> list[dict]:
+    """Run the coordinator; returns the per-update records."""
+    import torch
+
+    torch.set_num_threads(threads)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    policy, load_s = load_policy(spec.model, spec)
+    shape = ModelShape.of_policy(policy)
+    es, kept = ES(spec.es), set(spec.kept_generations())
+    ledger = Ledger(spec.run_dir, spec.method)
+    parent = {"sha": checkpoint_sha256(spec.model)}
+    stats: dict = {}
+    records: list[dict] = []
+
+    def score(direction, version):
+        t0 = time.perf_counter()
+        episodes, generate_s = score_direction(policy, spec, version, direction)
+        r = direction_reward(episodes, spec.failed_episode_reward)
+        s = stats.setdefault(version, {"generate_s": 0.0, "wall_s": 0.0, "flops": 0.0,
+                                       "episodes": 0, "rewards": [], "success": [],
+                                       "turns": [], "tokens": 0})
+        s["generate_s"] += generate_s
+        s.setdefault("failed", []).append(sum(bool(e.failed) for e in episodes))
+        s["wall_s"] += time.perf_counter() - t0
+        s["flops"] += rollout_flops(shape, episodes)
+        s["episodes"] += len(episodes)
+        s["rewards"].append(r)
+        s["success"] += [e.success for e in episodes]
+        s["turns"] += [len(e.turns) for e in episodes]
+        s["tokens"] += sum(t.completion_tokens for e in episodes for t in e.turns)
+        return r
+
+    def apply(step, update):
+        t0 = time.perf_counter()
+        policy.apply(update)
+        record = {"generation": step.version + 1, "seeds": list(update.seeds),
+                  "weights": list(update.weights), "excluded": list(update.excluded),
+                  "sigma": update.sigma, "alpha": update.alpha, "scale": update.scale,
+                  **step_record(step)}
+        records.append(record)
+        if step.version + 1 in kept:
+            manifest = policy.save(out / f"gen{step.version + 1:03d}", {
+                **record, "parent_sha256": parent["sha"], "noise_spec": NOISE_SPEC,
+                "config": json.loads(spec.to_json())})
+            parent["sha"] = manifest["sha256"]
+        else:
+            parent["sha"] = None  # not saved: the lineage goes through the records
+        s = stats.get(step.version, {})
+        rewards = [r for r in s.get("rewards", []) if np.isfinite(r)]
+        ledger.end_step(step.version + 1, peak_memory_mb=peak_memory_mb(),
+                        flops=s.get("flops", 0.0), load_s=load_s if not step.version else 0.0,
+                        generate_s=s.get("generate_s", 0.0),
+                        noise_s=s.get("wall_s", 0.0) - s.get("generate_s", 0.0),
+                        update_s=time.perf_counter() - t0, score_s=0.0, save_s=0.0,
+                        flops_generate=s.get("flops", 0.0), flops_score=0.0, flops_train=0.0,
+                        episodes=s.get("episodes", 0),
+                        reward_mean=float(np.mean(rewards)) if rewards else float("nan"),
+                        success=float(np.mean(s["success"])) if s.get("success") else 0.0,
+                        turns=float(np.mean(s["turns"])) if s.get("turns") else 0.0,
+                        tokens=s.get("tokens", 0),
+                        failed_episodes=sum(e for e in s.get("failed", [])),
+                        excluded_directions=len(update.excluded),
+                        dispatched=record["dispatched"], discarded=len(record["discarded"]),
+                        mean_lag=float(np.mean(record["lags"])))
+
+    run_async(es, spec.asynchrony, score, apply)
+    (out / "schedule.json").write_text(json.dumps(records, indent=1) + "\n")
+    if ledger_path:
+        write_parquet_atomic(ledger.table(), ledger_path, metadata={"config": spec.to_json()})
+    return records
