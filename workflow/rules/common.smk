@@ -1,4 +1,5 @@
 import json
+import shlex
 
 from esopt.pipeline.config import TINY_RANDOM
 from esopt.pipeline.spec import ES_METHODS, RL_METHODS
@@ -82,7 +83,7 @@ FIGURES = [f"results/figures/{f}.{ext}" for f in ("fig3", "fig7") for ext in ("p
            if SUDOKU_SPECS]
 AHD_TABLES = [
     f"results/tables/{t}.{ext}"
-    for t in ("table5", "table13", "table17", "table18")
+    for t in ("table5", "table13", "table14", "table17", "table18")
     for ext in ("csv", "md", "tex")
     if AHD_RUNS
 ]
@@ -155,6 +156,12 @@ AHD_DIR = "results/ahd/{problem}/{method}/seed{seed}"
 
 def ahd_run_of(wildcards):
     return AHD_BY_KEY[(wildcards.problem, wildcards.method, wildcards.seed)]
+
+
+def ahd_instances_flag(wildcards):
+    """`--instances DIR` when the config names the benchmark files (else the generators)."""
+    root = config.get("ahd", {}).get("instances")
+    return f"--instances {shlex.quote(str(root))}" if root else ""
 
 
 def ahd_summaries(wildcards):
