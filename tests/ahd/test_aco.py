@@ -1,6 +1,7 @@
 """ACO heuristic design: the colony solvers against brute force, the sandboxed harnesses,
 hostile heuristics, and Table 14's Delta."""
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from esopt.ahd import aco, aco_problems
 from esopt.ahd.problems import PROBLEMS, evaluate
 from esopt.report.ahd_tables import objective_ratio_gain
-from esopt.runtime.sandbox import Outcome, SandboxLimits
+from esopt.runtime.sandbox import Outcome, SandboxLimits, run_sandboxed
 
 
 def test_sampler_follows_the_weights_and_never_picks_a_zero():
@@ -77,17 +78,34 @@ def test_bpp_colony_packs_a_perfect_instance_into_the_lower_bound():
     assert found == 5 == int(np.ceil(demand.sum() / 150))
 
 
-def test_the_seed_heuristics_run_sandboxed_on_generated_instances():
-    for name in ("tsp_aco", "cvrp_aco"):
-        problem = PROBLEMS[name]
-        data = problem.data("train")
-        ev = evaluate(problem, problem.greedy_source, "train")
-        assert ev.ok, ev.detail
-        # The objective is a plain function of the heuristic: the same in the parent.
-        again = problem.objective(
-            [aco_problems._encode(1 / aco_problems.distances(
-                d if name == "tsp_aco" else d[:, 1:]), len(d)) for d in data], data, "train")
-        assert ev.objective == pytest.approx(again, rel=1e-12)
+def _direct_matrix(name, inst):
+    if name == "bpp_offline_aco":
+        return np.tile(inst / inst.max(), (len(inst), 1))
+    return 1 / aco_problems.distances(inst if name == "tsp_aco" else inst[:, 1:])
+
+
+@pytest.mark.parametrize("name, split", [("tsp_aco", "val20"), ("cvrp_aco", "val20"),
+                                         ("bpp_offline_aco", "val120")])
+def test_seed_heuristics_run_sandboxed_and_score_as_in_the_parent(name, split):
+    problem = PROBLEMS[name]
+    data = problem.data(split)[:2]
+    split = "train"  # small instances, scored with the training colony (BPP: 15 iterations)
+    result = run_sandboxed(problem.greedy_source, problem.harness, problem.payload(data))
+    assert result.ok, result.stderr
+    sandboxed = problem.objective(result.value, data, split)
+    direct = problem.objective([aco_problems._encode(_direct_matrix(name, d), len(d))
+                                for d in data], data, split)
+    assert sandboxed == direct and np.isfinite(sandboxed)
+
+
+def test_evaluate_scores_the_whole_split_in_chunks():
+    data = PROBLEMS["tsp_aco"].data("val20")[:5]
+    problem = dataclasses.replace(PROBLEMS["tsp_aco"], chunk=2,
+                                  data=lambda split, root=None: data)
+    ev = evaluate(problem, problem.greedy_source, "val20")  # 3 sandbox calls: 2 + 2 + 1
+    assert ev.ok, ev.detail
+    assert ev.objective == problem.objective(
+        [aco_problems._encode(_direct_matrix("tsp_aco", d), 20) for d in data], data, "val20")
 
 
 HOSTILE = {
