@@ -143,19 +143,27 @@ def _ahd_run(args) -> None:
 def _ahd_references(args) -> None:
     from esopt.pipeline.ahd import compute_references
 
-    compute_references(args.problems, args.out)
+    compute_references(args.problems, args.out, args.instances)
 
 
 def _report_ahd(args) -> None:
     import json
 
-    from esopt.report.ahd_tables import load_ahd_runs, table5, table13, table17, table18
+    from esopt.report.ahd_tables import (
+        load_ahd_runs,
+        table5,
+        table13,
+        table14,
+        table17,
+        table18,
+    )
     from esopt.report.tables import write_table
 
     runs = load_ahd_runs(args.runs)
     references = json.loads(open(args.references).read())
     write_table(table5(runs, references), args.out, "table5")
     write_table(table13(runs), args.out, "table13")
+    write_table(table14(runs, references), args.out, "table14")
     write_table(table17(runs), args.out, "table17")
     write_table(table18(runs), args.out, "table18")
 
@@ -310,15 +318,18 @@ def build_parser() -> argparse.ArgumentParser:
     puz.add_argument("--compact", action="store_true", help="boards as strings, '.' = blank")
     puz.set_defaults(func=_sudoku_puzzles)
 
-    ahd = sub.add_parser("ahd", help="automatic heuristic design (Table 5, 13, 17, 18)")
+    ahd = sub.add_parser("ahd", help="automatic heuristic design (Table 5, 13, 14, 17, 18)")
     ahds = ahd.add_subparsers(dest="ahd", required=True)
     run = ahds.add_parser("run", help="one Sample/EoH search, with or without ES")
     run.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
     run.add_argument("--out", required=True, help="run directory")
     run.add_argument("--threads", type=int, default=1)
     run.set_defaults(func=_ahd_run)
-    refs = ahds.add_parser("references", help="Optimal and Greedy Construct rows")
+    refs = ahds.add_parser("references",
+                           help="Optimal, Greedy Construct and ACO baseline rows")
     refs.add_argument("--problems", nargs="+", required=True)
+    refs.add_argument("--instances", default=None,
+                      help="directory of the benchmark instance files (default: generators)")
     refs.add_argument("--out", required=True, help="references.json")
     refs.set_defaults(func=_ahd_references)
 

@@ -63,6 +63,18 @@ def test_search_config_checks_the_es_population_and_counts_updates():
         SearchConfig("vrp")
 
 
+def test_eoh_k3_is_table13s_t2000_block():
+    # 25 generations x 10 (2 + 2k) = 80 candidates; m1 and m2 have 30 offspring each, the
+    # 30 directions of one ES update; 50 updates.
+    cfg = SearchConfig("tsp_aco", "eoh", budget=2000, pop_size=10, mutation_factor=3,
+                       es=ESConfig(population_size=30))
+    assert cfg.directions == 30 and cfg.es_updates == 50
+    assert [cfg.offspring(op) for op in ("e1", "e2", "m1", "m2")] == [10, 10, 30, 30]
+    with pytest.raises(ValueError, match=r"population_size must equal .* \(30\)"):
+        SearchConfig("tsp_aco", "eoh", budget=2000, pop_size=10, mutation_factor=3,
+                     es=ESConfig(population_size=10))
+
+
 def _es(directions, updates):
     return ESConfig(population_size=directions, alpha=1e-3,
                     sigma=SigmaSchedule("cosine", 1e-3, 1e-4, updates))

@@ -38,6 +38,14 @@ def test_bad_sections_name_the_key(change, message):
         ahd_runs({**SECTION, **change}, "m")
 
 
+def test_eoh_mutation_factor_sets_the_es_directions():
+    (run,) = ahd_runs({**SECTION, "problems": ["cvrp_aco"], "methods": ["esopt_eoh"],
+                       "seeds": [0], "budget": 2000, "pop_size": 10, "mutation_factor": 3},
+                      "m")
+    cfg = run.search_config()
+    assert cfg.es.population_size == 30 and cfg.es.sigma.generations == 50 == cfg.es_updates
+
+
 def test_disabled_or_missing_section_has_no_runs():
     assert ahd_runs({}, "m") == [] and ahd_runs({**SECTION, "enabled": False}, "m") == []
 

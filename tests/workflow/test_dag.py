@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.workflow.conftest import snakemake
+from tests.workflow.conftest import REPO, snakemake
 
 
 def test_dry_run_of_all_at_the_default_scale(workdir):
@@ -21,8 +21,7 @@ def test_dry_run_of_the_smoke_and_paper_scales(workdir):
     # paper: 3 H* x 2 ES methods x 3 seeds x 100 generations of directions
     assert re.search(r"evaluate_directions\s+1800\n", out)
     assert re.search(r"rl_train\s+27\n", out)  # 3 H* x 3 RL methods x 3 seeds
-    # AHD: 3 problems x 4 methods x 3 seeds
-    assert re.search(r"ahd_search\s+36\n", out)
+    assert "ahd_search" not in out  # AHD runs on its own backbone: scale=ahd-paper*
     assert re.search(r"fetch_hub_model\s+1\n", out)
 
 
@@ -34,6 +33,18 @@ def test_dry_run_of_the_companions_scale(workdir):
     assert re.search(r"async_train\s+1\n", out)
     assert re.search(r"companions_report\s+1\n", out)
     assert "rl_train" not in out
+
+
+def test_dry_run_of_the_ahd_paper_scale_on_the_benchmark_files(workdir):
+    # The scale names the benchmark files at ../shared/data/ahd (beside the checkout).
+    shared = REPO.parent / "shared"
+    if not (shared / "data" / "ahd").is_dir():
+        pytest.skip(f"needs {shared / 'data' / 'ahd'}")
+    (workdir.parent / "shared").symlink_to(shared)
+    out = snakemake(workdir, "-n", "all", "--config", "scale=ahd-paper-t2000").stdout
+    # 6 problems (3 constructive, 3 ACO) x 4 methods x 3 seeds, on LLaMA-3.1-8B-Instruct
+    assert re.search(r"ahd_search\s+72\n", out)
+    assert re.search(r"fetch_hub_model\s+1\n", out) and "evaluate_directions" not in out
 
 
 def test_lint_is_clean(workdir):

@@ -25,12 +25,14 @@ rule ahd_references:
         "results/ahd/references.json",
     params:
         problems=" ".join(sorted({r.problem for r in AHD_RUNS})),
+        instances=ahd_instances_flag,
     conda:
         "../../envs/esopt.yaml"
     log:
         "logs/ahd/references.log",
     shell:
-        "esopt ahd references --problems {params.problems} --out {output} > {log} 2>&1"
+        "esopt ahd references --problems {params.problems} {params.instances} --out {output} "
+        "> {log} 2>&1"
 
 
 rule ahd_run_index:

@@ -1,4 +1,5 @@
 import json
+import shlex
 
 from esopt.pipeline.config import TINY_RANDOM
 from esopt.pipeline.spec import ASYNC_METHODS, COMPANION_METHODS, ES_METHODS, RL_METHODS
@@ -89,7 +90,7 @@ FIGURES = [f"results/figures/{f}.{ext}" for f in ("fig3", "fig7") for ext in ("p
            if SUDOKU_SPECS]
 AHD_TABLES = [
     f"results/tables/{t}.{ext}"
-    for t in ("table5", "table13", "table17", "table18")
+    for t in ("table5", "table13", "table14", "table17", "table18")
     for ext in ("csv", "md", "tex")
     if AHD_RUNS
 ]
@@ -172,6 +173,12 @@ AHD_REL = AHD_DIR.removeprefix("results/")
 
 def ahd_run_of(wildcards):
     return AHD_BY_KEY[(wildcards.problem, wildcards.method, wildcards.seed)]
+
+
+def ahd_instances_flag(wildcards):
+    """`--instances DIR` when the config names the benchmark files (else the generators)."""
+    root = config.get("ahd", {}).get("instances")
+    return f"--instances {shlex.quote(str(root))}" if root else ""
 
 
 def ahd_summaries(wildcards):

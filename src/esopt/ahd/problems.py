@@ -9,13 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from esopt.ahd import asp, kp, tsp
+from esopt.ahd import aco_problems, asp, instances, kp, tsp
 from esopt.runtime.sandbox import HeuristicFailure, Outcome, SandboxLimits, run_sandboxed
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One constructive AHD problem. `objective` is a mean over a split's instances."""
+    """One AHD problem. `objective` is a mean over a split's instances.
+
+    `data(split, root)` gives a split's instances (from the files under `root`, or the
+    generator when `root` is None); `payload(data)` is what the sandboxed harness gets;
+    `objective(value, data, split)` validates and scores the harness's output in the parent.
+    """
 
     name: str
     entry: str
@@ -28,37 +33,53 @@ class Problem:
     train_split: str
     test_splits: tuple[str, ...]
     greedy_source: str
-    payload: Callable[[str], dict]
-    objective: Callable[[Any, str], float]
-    optimum: Callable[[str], float]
+    """The baseline heuristic: Greedy Construct (constructive) or ReEvo's seed (ACO)."""
+    data: Callable[[str, str | None], Any]
+    objective: Callable[[Any, Any, str], float]
+    optimum: Callable[[Any], float] | None
+    payload: Callable[[Any], dict] = lambda data: {"instances": data}  # noqa: E731
+    kind: str = "constructive"  # or "aco" (Table 14)
+    chunk: int = 0
+    """Instances per sandbox call (0: all); bounds the size of the matrices sent back."""
 
     def improvement(self, parent: float, child: float) -> float:
         """How much the child improves on the parent, positive when better."""
         return parent - child if self.sense == "min" else child - parent
 
 
-def _tsp_objective(tours, split: str) -> float:
-    return float(tsp.tour_lengths(tsp.instances(split), tours).mean())
+def _files_or(generator, problem: str):
+    def data(split: str, root: str | None = None):
+        return generator(split) if root is None else instances.load(root, problem, split)
+    return data
 
 
-def _tsp_optimum(split: str) -> float:
-    coords = tsp.instances(split)
-    if coords.shape[1] <= 20:
+def _tsp_objective(tours, data, split: str) -> float:
+    return float(tsp.tour_lengths(data, tours).mean())
+
+
+def _tsp_optimum(coords) -> float:
+    if coords.shape[1] <= 20 and len(coords) <= 100:
         return float(np.mean([tsp.held_karp(tsp.distance_matrix(c)) for c in coords]))
+    # LKH-3 equals Held-Karp on every TSP20 test instance checked; far faster on 1000.
     return float(np.mean([tsp.lkh_length(c) for c in coords]))
 
 
-def _kp_objective(packings, split: str) -> float:
-    return float(kp.packing_values(kp.instances(split), packings).mean())
+def _kp_objective(packings, data, split: str) -> float:
+    return float(kp.packing_values(data, packings).mean())
 
 
-def _kp_optimum(split: str) -> float:
-    data = kp.instances(split)
+def _kp_optimum(data) -> float:
     return float(np.mean([kp.optimum(items, kp.capacity(len(items))) for items in data]))
 
 
-def _asp_objective(scores, split: str) -> float:
-    return asp.objective(scores, *asp.INSTANCES[split])
+def _asp_data(split: str, root: str | None = None) -> tuple[int, int]:
+    if split not in asp.INSTANCES:
+        raise ValueError(f"unknown ASP split {split!r}; expected one of {sorted(asp.INSTANCES)}")
+    return asp.INSTANCES[split]
+
+
+ACO_NOTE = ("Return a numpy array of the input's shape; larger entries mean more promising. "
+            "An ant colony (pheromone x heuristic, 30 ants) builds the solutions from it.")
 
 
 PROBLEMS: dict[str, Problem] = {
@@ -76,7 +97,7 @@ PROBLEMS: dict[str, Problem] = {
                  "of distances between nodes."),
         harness="esopt.ahd.tsp:harness", train_split="train", test_splits=("test20", "test50"),
         greedy_source=tsp.GREEDY_SOURCE,
-        payload=lambda split: {"instances": tsp.instances(split)},
+        data=_files_or(tsp.instances, "tsp_constructive"),
         objective=_tsp_objective, optimum=_tsp_optimum,
     ),
     "kp_constructive": Problem(
@@ -92,7 +113,7 @@ PROBLEMS: dict[str, Problem] = {
                  "the remaining items; 'next_item' is the index of an item that fits."),
         harness="esopt.ahd.kp:harness", train_split="train", test_splits=("test50", "test100"),
         greedy_source=kp.GREEDY_SOURCE,
-        payload=lambda split: {"instances": kp.instances(split)},
+        data=_files_or(kp.instances, "kp_constructive"),
         objective=_kp_objective, optimum=_kp_optimum,
     ),
     "asp_constructive": Problem(
@@ -107,9 +128,52 @@ PROBLEMS: dict[str, Problem] = {
         io_note="'el' is a tuple of n integers in {0, 1, 2}; 'n' and 'w' are ints; return a float.",
         harness="esopt.ahd.asp:harness", train_split="train", test_splits=("n15w10", "n21w15"),
         greedy_source="def priority(el, n, w):\n    return 0.0\n",
-        payload=lambda split: dict(zip(("n", "w"), asp.INSTANCES[split], strict=True)),
-        objective=_asp_objective,
-        optimum=lambda split: float(asp.BEST_KNOWN[asp.INSTANCES[split]]),
+        data=_asp_data,
+        payload=lambda nw: dict(zip(("n", "w"), nw, strict=True)),
+        objective=lambda scores, nw, split: asp.objective(scores, *nw),
+        optimum=lambda nw: float(asp.BEST_KNOWN[nw]),
+    ),
+    "tsp_aco": Problem(
+        name="tsp_aco", entry="heuristics", sense="min",
+        task=("Solving Traveling Salesman Problem (TSP) via stochastic solution sampling following "
+              "\"heuristics\". TSP requires finding the shortest path that visits all given nodes "
+              "and returns to the starting node. Help me design a novel function that gives, for "
+              "each edge, a prior indicator of how promising it is to include it in a solution."),
+        inputs=("distance_matrix",), outputs=("heuristics",),
+        io_note=("'distance_matrix' is an (n, n) numpy array (its diagonal is 1). " + ACO_NOTE),
+        harness="esopt.ahd.aco_problems:tsp_harness", train_split="train",
+        test_splits=("test50", "test100"), greedy_source=aco_problems.TSP_SEED,
+        data=_files_or(lambda s: aco_problems.generate("tsp_aco", s), "tsp_aco"),
+        objective=aco_problems.tsp_objective, optimum=None, kind="aco", chunk=16,
+    ),
+    "cvrp_aco": Problem(
+        name="cvrp_aco", entry="heuristics", sense="min",
+        task=("Solving Capacitated Vehicle Routing Problem (CVRP) via stochastic solution "
+              "sampling. CVRP requires finding the shortest routes from the depot (node 0) that "
+              "visit every customer once, each route's demand within the vehicle capacity. "
+              "Help me design a novel function that gives, for each edge, a prior indicator of "
+              "how promising it is to include it in a solution."),
+        inputs=("distance_matrix", "coordinates", "demands", "capacity"), outputs=("heuristics",),
+        io_note=("'distance_matrix' is (n, n) (diagonal 1), 'coordinates' (n, 2), 'demands' (n,) "
+                 "with the depot 0 at demand 0, 'capacity' an int. " + ACO_NOTE),
+        harness="esopt.ahd.aco_problems:cvrp_harness", train_split="train",
+        test_splits=("test50", "test100"), greedy_source=aco_problems.CVRP_SEED,
+        data=_files_or(lambda s: aco_problems.generate("cvrp_aco", s), "cvrp_aco"),
+        objective=aco_problems.cvrp_objective, optimum=None, kind="aco", chunk=16,
+    ),
+    "bpp_offline_aco": Problem(
+        name="bpp_offline_aco", entry="heuristics", sense="min",
+        task=("Solving the offline Bin Packing Problem (BPP) via stochastic solution sampling. "
+              "BPP requires packing all items of given sizes into as few bins of equal capacity "
+              "as possible. Help me design a novel function that gives, for each pair of items, "
+              "a prior indicator of how promising it is to put them in the same bin."),
+        inputs=("demand", "capacity"), outputs=("heuristics",),
+        io_note=("'demand' is an (n,) numpy array of item sizes, 'capacity' an int; return an "
+                 "(n, n) array, entry [i, j] for items i and j together. " + ACO_NOTE),
+        harness="esopt.ahd.aco_problems:bpp_harness", train_split="train",
+        test_splits=("test500", "test1000"), greedy_source=aco_problems.BPP_SEED,
+        data=_files_or(lambda s: aco_problems.generate("bpp_offline_aco", s), "bpp_offline_aco"),
+        objective=aco_problems.bpp_objective, optimum=None, kind="aco", chunk=4,
     ),
 }
 
@@ -138,15 +202,23 @@ DEFAULT_LIMITS = SandboxLimits()
 
 
 def evaluate(problem: Problem, source: str, split: str,
-             limits: SandboxLimits = DEFAULT_LIMITS) -> Evaluation:
-    """Run `source` in the sandbox on a split and score it in this (trusted) process."""
+             limits: SandboxLimits = DEFAULT_LIMITS, instances: str | None = None) -> Evaluation:
+    """Run `source` in the sandbox on a split and score it in this (trusted) process.
+
+    `instances`: the directory of benchmark files (None: the generators)."""
     start = time.perf_counter()
-    result = run_sandboxed(source, problem.harness, problem.payload(split), limits)
-    if not result.ok:
-        return Evaluation(result.outcome, detail=result.detail,
-                          wall_s=time.perf_counter() - start)
+    data = problem.data(split, instances)
+    step = problem.chunk or len(data) if problem.kind == "aco" else 0
+    parts = [data[i: i + step] for i in range(0, len(data), step)] if step else [data]
+    values: list = []
+    for part in parts:
+        result = run_sandboxed(source, problem.harness, problem.payload(part), limits)
+        if not result.ok:
+            return Evaluation(result.outcome, detail=result.detail,
+                              wall_s=time.perf_counter() - start)
+        values = result.value if not step else values + list(result.value or [])
     try:
-        value = problem.objective(result.value, split)
+        value = problem.objective(values, data, split)
     except HeuristicFailure as e:
         return Evaluation(e.outcome, detail=str(e), wall_s=time.perf_counter() - start)
     return Evaluation(Outcome.OK, objective=value, wall_s=time.perf_counter() - start)

@@ -50,6 +50,9 @@ class SearchConfig:
     """EoH: population size, offspring per operator, and ES directions per m1/m2 batch."""
     parents: int = 2
     """EoH: parents shown to e1 and e2."""
+    mutation_factor: int = 1
+    """EoH: k, the m1 and m2 batches have k x pop_size offspring (Table 13: a generation is
+    pop_size (2 + 2k) candidates; k=3 gives 80 with 30 ES directions per update)."""
     init_size: int = 20
     """EoH: i1 proposals that seed the population."""
     prefill: bool = False
@@ -62,18 +65,31 @@ class SearchConfig:
     es: ESConfig | None = None
     """None: the matched baseline (the policy never changes)."""
     seed: int = 0
+    instances: str | None = None
+    """Directory of the benchmark instance files (None: the project's generators)."""
 
     def __post_init__(self) -> None:
         get_problem(self.problem)
         if self.scaffold not in SCAFFOLDS:
             raise ValueError(f"scaffold must be one of {SCAFFOLDS}, got {self.scaffold!r}")
-        for name in ("budget", "batch_size", "pop_size", "parents", "init_size"):
+        for name in ("budget", "batch_size", "pop_size", "parents", "init_size",
+                     "mutation_factor"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        directions = self.batch_size if self.scaffold == "sample" else self.pop_size
+        directions = self.directions
         if self.es is not None and self.es.population_size != directions:
             raise ValueError(f"es.population_size must equal the proposals per ES batch "
                              f"({directions}), got {self.es.population_size}")
+
+    @property
+    def directions(self) -> int:
+        """Proposals per ES batch: a Sample batch, or an EoH m1/m2 batch."""
+        return self.batch_size if self.scaffold == "sample" else (
+            self.mutation_factor * self.pop_size)
+
+    def offspring(self, operator: str) -> int:
+        """EoH offspring per operator: pop_size for e1/e2, k x pop_size for m1/m2."""
+        return self.pop_size * (self.mutation_factor if operator in ("m1", "m2") else 1)
 
     @property
     def es_updates(self) -> int:
@@ -82,7 +98,7 @@ class SearchConfig:
             return 0
         if self.scaffold == "sample":
             return self.budget // self.batch_size
-        return 2 * (self.budget // (4 * self.pop_size))
+        return 2 * (self.budget // (self.pop_size * (2 + 2 * self.mutation_factor)))
 
 
 @dataclass
@@ -203,7 +219,8 @@ class _Search:
             if proposal.code is None:
                 ev = Evaluation(Outcome.SYNTAX_ERROR, detail="no function in the answer")
             else:
-                ev = evaluate(problem, proposal.code, problem.train_split, cfg.limits)
+                ev = evaluate(problem, proposal.code, problem.train_split, cfg.limits,
+                              cfg.instances)
             out.append(Candidate(
                 index=len(self.candidates) + i, batch=batch, operator=operator,
                 direction=i if perturbed else -1,
@@ -268,13 +285,13 @@ def run_eoh(search: _Search) -> list[Candidate]:
     batch = 1
     while search.left >= cfg.pop_size:
         for operator in EOH_OPERATORS:
-            if search.left < cfg.pop_size or not population:
+            if search.left < cfg.offspring(operator) or not population:
                 break
             k = cfg.parents if operator in ("e1", "e2") else 1
             parent_sets = [
                 [Parent(p.description, p.code, p.objective)
                  for p in rank_select(population, k, search.rng)]
-                for _ in range(cfg.pop_size)
+                for _ in range(cfg.offspring(operator))
             ]
             perturbed = search.es is not None and operator in ES_OPERATORS
             offspring = search.propose(batch, operator, parent_sets, perturbed)

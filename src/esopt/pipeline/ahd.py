@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from esopt.agent.trajectories import write_parquet_atomic
+from esopt.ahd.instances import describe
 from esopt.ahd.problems import evaluate, get_problem
 from esopt.context.search import SearchConfig, config_from_dict, config_to_dict, run_search
 from esopt.es.schedules import SigmaSchedule
@@ -78,6 +79,10 @@ def ahd_runs(section: dict | AHDSection, model: str) -> list[AHDRun]:
     for key in ("problems", "methods", "seeds"):
         if not getattr(section, key):
             raise AHDConfigError(f"ahd.{key}: at least one entry is needed")
+    root = section.instances
+    if root is not None and not Path(root).is_dir():
+        raise AHDConfigError(f"ahd.instances: {root!r} is not a directory (the benchmark "
+                             f"instance files; null for the generators)")
     runs = []
     for problem in section.problems:
         for method in section.methods:
@@ -95,7 +100,8 @@ def _search_config(section: AHDSection, problem: str, method: str, seed: int) ->
         cfg = SearchConfig(
             problem=problem, scaffold=scaffold, budget=section.budget,
             batch_size=section.batch_size, pop_size=section.pop_size,
-            parents=section.parents,
+            parents=section.parents, mutation_factor=section.mutation_factor,
+            instances=section.instances,
             init_size=section.init_size or 2 * section.pop_size,
             prefill=section.prefill, show_seed=section.show_seed,
             sampling=section.decoder.sampling(),
@@ -105,7 +111,7 @@ def _search_config(section: AHDSection, problem: str, method: str, seed: int) ->
         if not coevolve:
             return cfg
         es = section.es
-        directions = cfg.batch_size if scaffold == "sample" else cfg.pop_size
+        directions = cfg.directions
         # The sigma schedule spans the ES updates the budget allows (Table 13).
         updates = replace(cfg, es=ESConfig(population_size=directions)).es_updates
         return replace(cfg, es=ESConfig(
@@ -143,7 +149,7 @@ def run_ahd(run: AHDRun, out_dir: str | Path, threads: int = 1) -> dict:
     tests = {}
     if best is not None:
         for split in problem.test_splits:
-            ev = evaluate(problem, best.code, split, cfg.limits)
+            ev = evaluate(problem, best.code, split, cfg.limits, cfg.instances)
             tests[split] = ev.objective if ev.ok else None
     counts: dict[str, int] = {}
     for c in result.candidates:
@@ -179,20 +185,31 @@ def run_ahd(run: AHDRun, out_dir: str | Path, threads: int = 1) -> dict:
     return summary
 
 
-def compute_references(problems: list[str], out: str | Path) -> dict:
-    """Optimal and Greedy Construct rows on each problem's test splits (Table 5)."""
-    refs: dict = {}
+def compute_references(problems: list[str], out: str | Path,
+                       instances: str | None = None) -> dict:
+    """Reference rows on each problem's test splits, on the instances the runs use:
+    Optimal and Greedy Construct (Table 5), the ACO baseline with ReEvo's seed heuristic
+    (Table 14). `instances` is the benchmark-file directory (None: the generators)."""
+    refs: dict = {"instances": describe(instances)}
     for name in problems:
         problem = get_problem(name)
         refs[name] = {}
         for split in problem.test_splits:
             t0 = time.perf_counter()
-            greedy = evaluate(problem, problem.greedy_source, split)
-            if not greedy.ok:
-                raise RuntimeError(f"{name}/{split}: greedy reference failed: {greedy.detail}")
-            optimum = problem.optimum(split)
-            refs[name][split] = {"optimum": optimum, "greedy": greedy.objective,
-                                 "seconds": time.perf_counter() - t0}
-            log.info("%s %s: optimum %.4f, greedy %.4f", name, split, optimum, greedy.objective)
+            baseline = evaluate(problem, problem.greedy_source, split,
+                                SandboxLimits(wall_s=600, cpu_s=600, memory_mb=4096),
+                                instances)
+            if not baseline.ok:
+                raise RuntimeError(f"{name}/{split}: baseline failed: {baseline.detail}")
+            data = problem.data(split, instances)
+            row = {"baseline": baseline.objective,
+                   "n_instances": len(data) if problem.kind != "constructive" or
+                   name != "asp_constructive" else 1}
+            if problem.kind == "constructive":
+                row["greedy"] = baseline.objective
+                row["optimum"] = problem.optimum(data)
+            row["seconds"] = time.perf_counter() - t0
+            refs[name][split] = row
+            log.info("%s %s: %s", name, split, row)
     _write_json_atomic(refs, Path(out))
     return refs

@@ -264,7 +264,8 @@ class AHDSection:
     enabled: bool = option(True, "false: no AHD runs even when listed")
     problems: list[str] = option(factory=lambda: ["tsp_constructive", "kp_constructive"],
                                  item_choices=AHD_PROBLEMS,
-                                 help="constructive problems whose heuristic the LLM writes")
+                                 help="problems whose heuristic the LLM writes: constructive "
+                                      "(Table 5) or ACO heuristic matrices (Table 14)")
     methods: list[str] = option(factory=lambda: ["sample", "esopt_sample"],
                                 item_choices=AHD_METHODS,
                                 help="outer loops, each paired with its ESOpt counterpart")
@@ -277,6 +278,12 @@ class AHDSection:
     pop_size: int = option(SearchConfig.pop_size, "EoH: population, offspring per operator, "
                                                   "ES directions per m1/m2 batch", minimum=2)
     parents: int = option(SearchConfig.parents, "EoH: parents shown to e1/e2", minimum=1)
+    mutation_factor: int = option(SearchConfig.mutation_factor, "EoH: k, m1/m2 offspring = "
+                                  "k x pop_size (Table 13: k=3 at T=2000)", minimum=1)
+    instances: str | None = option(None, "directory of the benchmarks' instance files "
+                                         "({problem}/{split}{N}_dataset.npy|npz, MCTS-AHD/"
+                                         "ReEvo); null: the project's generators, which are "
+                                         "not the benchmarks' test sets")
     init_size: int | None = option(None, "EoH: i1 proposals seeding the population "
                                          "(null: 2 x pop_size)", minimum=1)
     prefill: bool = option(SearchConfig.prefill, "start the answer at the function header")

@@ -178,6 +178,11 @@ def population_batch(policy, spec: RunSpec) -> int:
         log.warning("runtime.population_batch=%d: needs a float32 HF policy on the CPU; "
                     "scoring one direction at a time", want)
         return 1
+    if want > 1 and (spec.es.subspaces or spec.es.rank):
+        # The population stack holds full-rank, whole-model perturbations only.
+        log.warning("runtime.population_batch=%d: plain ES directions only (not CoPES or "
+                    "low-rank); scoring one direction at a time", want)
+        return 1
     return max(1, want)
 
 

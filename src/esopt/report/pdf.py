@@ -17,6 +17,7 @@ A4_LANDSCAPE = (11.69, 8.27)
 AHD_PAGES = (
     ("table5", "Table 5: constructive heuristic design (test objectives, gap-ratio gains)"),
     ("table13", "Table 13: AHD proposal budgets and ES update units"),
+    ("table14", "Table 14: ACO heuristic design (test objectives, EoH / ESOpt + EoH ratios)"),
     ("table17", "Table 17: AHD repeated runs"),
     ("table18", "Table 18: AHD end-to-end runtime"),
 )

@@ -118,6 +118,13 @@ def network_namespace_prefix() -> tuple[str, ...]:
     return ()
 
 
+# The child imports the parent's own esopt (this source tree), not whichever one the
+# interpreter's site-packages names: `-I` ignores PYTHONPATH, so the path is put in here.
+_SRC_ROOT = str(Path(__file__).resolve().parents[2])
+_CHILD_BOOT = (f"import sys; sys.path.insert(0, {_SRC_ROOT!r}); import runpy; "
+               "runpy.run_module('esopt.runtime.sandbox_child', run_name='__main__')")
+
+
 def _child_env() -> dict[str, str]:
     # One BLAS thread: the sandbox is a scoring loop, and threads multiply virtual memory.
     keep = ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR")
@@ -173,8 +180,8 @@ def run_sandboxed(
         (tmp / "job.pkl").write_bytes(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
         prefix = network_namespace_prefix() if isolate_network else ()
         read_fd, write_fd = os.pipe()
-        argv = [*prefix, sys.executable, "-I", "-m", "esopt.runtime.sandbox_child",
-                str(tmp / "job.pkl"), str(write_fd)]
+        argv = [*prefix, sys.executable, "-I", "-c", _CHILD_BOOT, str(tmp / "job.pkl"),
+                str(write_fd)]
         with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
             try:
                 proc = subprocess.Popen(
