@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from bench_model import smollm2_dir
 from esopt.agent.rollout import run_episodes
 from esopt.backends.hf import HFPolicy
 from esopt.backends.hf_population import run_population_episodes
@@ -148,14 +148,14 @@ def run_path(name, policy, meter, spec, directions, ceiling):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", default=os.path.expanduser(
-        "~/.cache/esopt/models/smollm2-135m-instruct"))
+    ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--directions", type=int, default=0, help="first k directions (0: all G)")
     ap.add_argument("--levers", action="store_true", help="also the intermediate paths")
     ap.add_argument("--greedy", action="store_true", help="temperature 0 instead of 0.7")
     ap.add_argument("--paths", nargs="+", choices=PATHS, help="paths to run (first = reference)")
     args = ap.parse_args()
+    args.model = smollm2_dir(args.model)
     torch.set_num_threads(args.threads)
     spec = tiny_spec(args.model)
     if args.greedy:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import torch
 
+from bench_model import smollm2_dir
 from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
 from esopt.backends.lowrank_batch import population
@@ -51,14 +51,14 @@ def batched(policy, ds, prompts, sampling) -> tuple[float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=str(Path.home() / ".cache/esopt/models/"
-                                            "smollm2-135m-instruct"))
+    ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
     ap.add_argument("--P", type=int, default=4)
     ap.add_argument("--B", type=int, default=4)
     ap.add_argument("--rank", type=int, default=1)
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
+    args.model = smollm2_dir(args.model)
     torch.set_num_threads(args.threads)
     policy = HFPolicy.load(args.model, max_batch_size=args.P * args.B)
     policy.prefix_cache = False  # the same prompt processing on every path
