@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from esopt.pipeline.spec import RunSpec  # noqa: E402
-from esopt.report.figures import COLORS  # noqa: E402
+from esopt.report.figures import COLORS, save_figure  # noqa: E402
 from esopt.report.results import eval_curve, ledger  # noqa: E402
 from esopt.report.tables import METHOD_LABELS, Table, _by_method, success_stats  # noqa: E402
 
@@ -98,10 +98,4 @@ def companion_figure(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
     ax_s.set_ylabel("held-out success (x100)")
     ax_s.set_title("(b) held-out success")
     ax_s.legend(fontsize=7)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "companions.pdf", out / "companions.png"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_dir, "companions")

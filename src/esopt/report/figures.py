@@ -78,11 +78,16 @@ def figure3(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
         axc.set_ylabel("held-out success (x100)")
         axc.set_xlabel("update (ES generation / RL step)")
         axc.legend(fontsize=7)
+    return save_figure(fig, out_dir, "fig3")
+
+
+def save_figure(fig, out_dir: str | Path, stem: str, **savefig) -> list[Path]:
+    """Write {stem}.pdf and {stem}.png (150 dpi) into out_dir, close the figure, return both."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "fig3.pdf", out / "fig3.png"]
-    fig.savefig(paths[0])
-    fig.savefig(paths[1], dpi=150)
+    paths = [out / f"{stem}.pdf", out / f"{stem}.png"]
+    for p in paths:
+        fig.savefig(p, dpi=150, **savefig)
     plt.close(fig)
     return paths
 
@@ -109,10 +114,4 @@ def figure7(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
         ax.set_xlabel("update (ES generation / RL step)")
         ax.set_ylabel("turns per training episode")
         ax.legend(fontsize=7)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "fig7.pdf", out / "fig7.png"]
-    fig.savefig(paths[0])
-    fig.savefig(paths[1], dpi=150)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_dir, "fig7")

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from esopt.agent.metrics import best_of_k_curve, mean_at_k, pass_at_k  # noqa: E402
 from esopt.pipeline.spec import RunSpec  # noqa: E402
+from esopt.report.figures import save_figure  # noqa: E402
 from esopt.report.tables import Table  # noqa: E402
 
 CONDITIONS = (("No Skill", "base", "final"), ("Agentic ESOpt + No Skill", "esopt", "final"),
@@ -85,8 +86,4 @@ def figure8(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
     ax.set_title("Math with a tool: best-of-k")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    paths = [out_dir / "fig8.pdf", out_dir / "fig8.png"]
-    for p in paths:
-        fig.savefig(p, dpi=150, bbox_inches="tight")
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_dir, "fig8", bbox_inches="tight")
