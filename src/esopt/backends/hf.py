@@ -125,28 +125,46 @@ class HFPolicy:
 
     def _write_perturbed(self, d: Direction) -> None:
         self._forget_kv()
-        step = d.sign * d.sigma
-        ranges = None
-        if d.subspace is not None:  # CoPES: only the chunks of the direction's subspace
-            ranges = subspace_ranges(d.subspace, {n: t.numel() for n, t in self.master.items()})
+        ranges = self._subspace_ranges(d)
         for name, p in self._params.items():
-            master = self.master[name].view(-1)
             serving = p.data.view(-1)
-            direct = serving.dtype == torch.float32 and serving.device.type == "cpu"
-            if d.rank is not None:
-                chunks = ((r * p.shape[1], e.view(-1)) for r, e in lowrank_chunks(
-                    d.seed, name, p.shape, d.rank)) if is_lowrank(p.shape) else ()
-            elif ranges is not None:
-                chunks = ((a, draw(d.seed, name, a, b - a)) for a, b in ranges.get(name, []))
+            if serving.dtype == torch.float32 and serving.device.type == "cpu":
+                self.write_perturbed(d, name, serving, ranges)
             else:
-                chunks = noise_chunks(d.seed, name, master.numel(), self.chunk_blocks)
-            for start, eps in chunks:
-                stop = start + eps.numel()
-                if direct:
-                    perturb_into(master[start:stop], eps, step, serving[start:stop])
-                else:
-                    perturb_into(master[start:stop], eps, step, eps)
+                master = self.master[name].view(-1)
+                for start, eps in self._noise_of(d, name, ranges):
+                    stop = start + eps.numel()
+                    perturb_into(master[start:stop], eps, d.sign * d.sigma, eps)
                     serving[start:stop].copy_(eps)
+
+    def write_perturbed(self, d: Direction, name: str, out: torch.Tensor, ranges=None) -> None:
+        """out (flat float32, holding the master's values outside the direction's noise) =
+        master + sign*sigma*eps(d) of tensor `name`: the perturbation's one arithmetic,
+        shared with the population-batched weight sets."""
+        master = self.master[name].view(-1)
+        for start, eps in self._noise_of(d, name, ranges):
+            stop = start + eps.numel()
+            perturb_into(master[start:stop], eps, d.sign * d.sigma, out[start:stop])
+
+    def _subspace_ranges(self, d: Direction):
+        """CoPES: the element ranges of the direction's subspace, per tensor (else None)."""
+        if d.subspace is None:
+            return None
+        return subspace_ranges(d.subspace, {n: t.numel() for n, t in self.master.items()})
+
+    def _noise_of(self, d: Direction, name: str, ranges=None):
+        """(flat start, noise) chunks of the direction's noise in tensor `name`: whole
+        (plain ES), the subspace's ranges (CoPES) or the low-rank rows (matrices only)."""
+        shape = self.master[name].shape
+        if d.rank is not None:
+            if not is_lowrank(shape):
+                return ()
+            return ((r * shape[1], e.view(-1)) for r, e in lowrank_chunks(d.seed, name, shape,
+                                                                        d.rank))
+        if d.subspace is not None:
+            ranges = ranges if ranges is not None else self._subspace_ranges(d)
+            return ((a, draw(d.seed, name, a, b - a)) for a, b in ranges.get(name, []))
+        return noise_chunks(d.seed, name, self.master[name].numel(), self.chunk_blocks)
 
     def restore(self) -> None:
         """Recompute every serving tensor from the float32 master (bit-exact)."""

@@ -34,7 +34,6 @@ from esopt.backends.base import Completion, Conversation, SamplingParams
 from esopt.backends.hf import HFPolicy, batch_cache, cache_kwarg, empty_cache, reuse_prefix
 from esopt.backends.hf_decode import decode, row_generators
 from esopt.envs.base import Environment
-from esopt.es.noise import noise_chunks, perturb_into
 from esopt.es.strategy import Direction
 
 MB = 2**20
@@ -51,12 +50,8 @@ def perturbed_stack(policy: HFPolicy, directions: Sequence[Direction]) -> dict[s
     out = {}
     for name, master in policy.master.items():
         stack = torch.empty((len(directions), *master.shape), dtype=torch.float32)
-        flat_master = master.view(-1)
         for j, d in enumerate(directions):
-            flat = stack[j].view(-1)
-            for start, eps in noise_chunks(d.seed, name, master.numel(), policy.chunk_blocks):
-                stop = start + eps.numel()
-                perturb_into(flat_master[start:stop], eps, d.sign * d.sigma, flat[start:stop])
+            policy.write_perturbed(d, name, stack[j].view(-1))
         out[name] = stack
     return out
 
