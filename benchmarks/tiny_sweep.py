@@ -1,0 +1,150 @@
+"""Which tiny-scale ES settings make SmolLM2-135M learn within the run command's budget?
+
+    python benchmarks/tiny_sweep.py [--points a,b] [--generations 20] [--eval-tasks 128]
+                                    [--model DIR] [--threads 2]
+
+Each sweep point is config/config.yaml (the tiny scale) with a few keys overridden
+(POINTS below). For a point, one ES run of `--generations` generations runs in this
+process, all G directions of a generation scored in one population batch (the same
+rewards as the DAG's workers), then the final weights and the base model play the same
+`--eval-tasks` held-out puzzles with the evaluation decoder and the same sampling seeds.
+Printed and appended to results/benchmarks/tiny_sweep.jsonl (a point already there is
+not rerun): the training reward per generation (mean and std over directions), the
+held-out success of base and final, and their paired difference with its 95% bootstrap
+CI over tasks, and the wall time. `--table` renders the JSONL as the markdown table
+committed beside this script (benchmarks/tiny_sweep.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from bench_model import smollm2_dir
+from esopt.agent.evaluate import evaluate
+from esopt.backends.hf import HFPolicy
+from esopt.es.strategy import ES
+from esopt.pipeline.config import merge_config, run_specs
+from esopt.pipeline.stages import direction_reward, eval_tasks, score_directions
+from esopt.report.stats import mean_ci, paired_by_task
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results/benchmarks/tiny_sweep.jsonl"
+
+# name -> overrides of the sudoku experiment (merged over config/config.yaml). The
+# search: the step (sigma, alpha), the fitness noise (tasks per direction vs directions,
+# antithetic pairs) and the task's difficulty (H*, few-shot examples).
+POINTS = {
+    "s3e-3_a3e-3": {},
+    "s3e-3_a1e-2": {"es": {"alpha": 1.0e-2}},
+    "s1e-2_a1e-2": {"es": {"alpha": 1.0e-2},
+                    "sigma": {"esopt": {"kind": "cosine", "sigma_0": 1.0e-2,
+                                        "sigma_T": 3.0e-3}}},
+    "s3e-3_a1e-2_anti": {"es": {"alpha": 1.0e-2, "antithetic": True}},
+    "s3e-3_a1e-2_g4t16": {"es": {"alpha": 1.0e-2, "population_size": 4,
+                                 "tasks_per_direction": 16}},
+}
+
+
+def point_spec(name: str, model: str, horizon: int, method: str, generations: int):
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config = merge_config(config, {"model": model, "sudoku": POINTS[name]})
+    config["sudoku"]["es"]["generations"] = generations  # the sigma schedule spans them
+    config["sudoku"]["horizons"] = [horizon]
+    config["sudoku"]["methods"] = [method]
+    return run_specs(config)[0]
+
+
+def held_out(policy, spec, tasks: int):
+    seeds = eval_tasks(spec.env, spec.eval_env_kwargs, tasks)
+    table, summary = evaluate(policy, spec.env, spec.eval_env_kwargs, seeds, 1,
+                              spec.eval_decoder, seed=spec.seed)
+    return table.column("task_seed").to_pylist(), [float(s) for s in
+                                                   table.column("success").to_pylist()]
+
+
+def run_point(name: str, args) -> dict:
+    spec = point_spec(name, args.model, args.horizon, args.method, args.generations)
+    policy = HFPolicy.load(spec.model)
+    base = held_out(policy, spec, args.eval_tasks)
+    es = ES(spec.es)
+    t0 = time.perf_counter()
+    curve = []
+    for t in range(args.generations):
+        state = es.state_at(t)
+        directions = es.ask(state)
+        scored = score_directions(policy, spec, t, list(directions))
+        rewards = [direction_reward(eps, spec.failed_episode_reward) for eps, _ in scored]
+        update, _ = es.tell(state, rewards)
+        policy.apply(update)
+        curve.append((float(np.mean(rewards)), float(np.std(rewards))))
+        print(f"  {name} gen {t:02d}: reward {curve[-1][0]:.3f} +- {curve[-1][1]:.3f} "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    train_s = time.perf_counter() - t0
+    final = held_out(policy, spec, args.eval_tasks)
+    diff = paired_by_task(final, base)
+    row = {"point": name, "overrides": POINTS[name], "horizon": args.horizon,
+           "method": args.method, "generations": args.generations,
+           "G": spec.es.population_size, "tasks_per_direction": spec.tasks_per_direction,
+           "curve": curve, "eval_tasks": args.eval_tasks,
+           "base": mean_ci(base[1]).__dict__, "final": mean_ci(final[1]).__dict__,
+           "diff": diff.__dict__, "train_s": train_s, "threads": args.threads}
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| point | H* | G x tasks | gens | train reward first 5 -> last 5 | base | final "
+             "| final - base [95% CI] | train min |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        c = [m for m, _ in r["curve"]]
+        k = min(5, len(c))
+        lines.append(
+            f"| {r['point']} | {r['horizon']} | {r['G']} x {r['tasks_per_direction']} | "
+            f"{r['generations']} | {np.mean(c[:k]):.3f} -> {np.mean(c[-k:]):.3f} | "
+            f"{r['base']['mean']:.3f} | {r['final']['mean']:.3f} | "
+            f"{r['diff']['mean']:+.3f} [{r['diff']['lo']:+.3f}, {r['diff']['hi']:+.3f}] | "
+            f"{r['train_s'] / 60:.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--points", default=",".join(POINTS))
+    ap.add_argument("--generations", type=int, default=20)
+    ap.add_argument("--eval-tasks", type=int, default=128)
+    ap.add_argument("--horizon", type=int, default=1)
+    ap.add_argument("--method", default="esopt")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--table", action="store_true", help="print the markdown table and exit")
+    args = ap.parse_args()
+    done = [json.loads(x) for x in OUT.read_text().splitlines()] if OUT.exists() else []
+    if args.table:
+        print(table(done))
+        return
+    args.model = args.model or str(smollm2_dir())
+    torch.set_num_threads(args.threads)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    keys = {(r["point"], r["horizon"], r["method"], r["generations"], r["eval_tasks"])
+            for r in done}
+    for name in args.points.split(","):
+        if name not in POINTS:
+            raise SystemExit(f"unknown point {name!r}; choose from {list(POINTS)}")
+        if (name, args.horizon, args.method, args.generations, args.eval_tasks) in keys:
+            continue
+        row = run_point(name, args)
+        with OUT.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        done.append(row)
+        print(table(done[-1:]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
