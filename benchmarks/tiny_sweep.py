@@ -36,6 +36,7 @@ from esopt.report.stats import mean_ci, paired_by_task
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results/benchmarks/tiny_sweep.jsonl"
+BASE = ROOT / "results/benchmarks/tiny_sweep_base.jsonl"  # base model's held-out episodes
 
 # name -> overrides of the sudoku experiment (merged over config/config.yaml). The
 # search: the step (sigma, alpha), the fitness noise (tasks per direction vs directions,
@@ -69,10 +70,30 @@ def held_out(policy, spec, tasks: int):
                                                    table.column("success").to_pylist()]
 
 
+def base_held_out(policy, spec, tasks: int):
+    """The base model's held-out episodes, played once per evaluation setting (the same
+    for every point that shares it) and kept in BASE."""
+    key = json.dumps([spec.env, spec.eval_env_kwargs, spec.eval_decoder.__dict__, spec.seed,
+                      tasks, spec.model], sort_keys=True, default=str)
+    if BASE.exists():
+        for line in BASE.read_text().splitlines():
+            row = json.loads(line)
+            if row["key"] == key:
+                return row["tasks"], row["success"]
+    t0 = time.perf_counter()
+    ids, success = held_out(policy, spec, tasks)
+    print(f"  base: success {np.mean(success):.3f} on {tasks} tasks "
+          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    BASE.parent.mkdir(parents=True, exist_ok=True)
+    with BASE.open("a") as f:
+        f.write(json.dumps({"key": key, "tasks": ids, "success": success}) + "\n")
+    return ids, success
+
+
 def run_point(name: str, args) -> dict:
     spec = point_spec(name, args.model, args.horizon, args.method, args.generations)
     policy = HFPolicy.load(spec.model)
-    base = held_out(policy, spec, args.eval_tasks)
+    base = base_held_out(policy, spec, args.eval_tasks)
     es = ES(spec.es)
     t0 = time.perf_counter()
     curve = []
@@ -87,14 +108,16 @@ def run_point(name: str, args) -> dict:
         print(f"  {name} gen {t:02d}: reward {curve[-1][0]:.3f} +- {curve[-1][1]:.3f} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
     train_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
     final = held_out(policy, spec, args.eval_tasks)
+    eval_s = time.perf_counter() - t1
     diff = paired_by_task(final, base)
     row = {"point": name, "overrides": POINTS[name], "horizon": args.horizon,
            "method": args.method, "generations": args.generations,
            "G": spec.es.population_size, "tasks_per_direction": spec.tasks_per_direction,
            "curve": curve, "eval_tasks": args.eval_tasks,
            "base": mean_ci(base[1]).__dict__, "final": mean_ci(final[1]).__dict__,
-           "diff": diff.__dict__, "train_s": train_s, "threads": args.threads}
+           "diff": diff.__dict__, "train_s": train_s, "eval_s": eval_s, "threads": args.threads}
     return row
 
 

@@ -126,12 +126,40 @@ def _report_pdf(args) -> None:
     from esopt.report.results import load_runs
 
     specs = load_runs(args.runs)
-    header = (f"{len(specs)} runs; model {specs[0].model}; experiments "
-              f"{sorted({s.experiment for s in specs})}; horizons "
-              f"{sorted({s.horizon for s in specs})}; methods "
-              f"{sorted({s.method for s in specs})}; seeds {sorted({s.seed for s in specs})}."
-              if specs else "no runs")
-    build_report(args.tables, args.figures, args.captions, args.out, header)
+    build_report(args.tables, args.figures, args.captions, args.out, _first_page(specs))
+
+
+def _first_page(specs):
+    """What ran and what it shows: the report's first page (also `esopt report summary`)."""
+    from esopt.report.summary import (
+        FirstPage,
+        config_hash,
+        dag_wall_s,
+        git_commit,
+        headline,
+        method_results,
+        summary_rows,
+    )
+    from esopt.report.tables import duration
+
+    if not specs:
+        return FirstPage("no runs", "", ([], []))
+    results = method_results(specs)
+    ran = (f"{len(specs)} runs; model {specs[0].model}; experiments "
+           f"{sorted({s.experiment for s in specs})}; horizons "
+           f"{sorted({s.horizon for s in specs})}; methods "
+           f"{sorted({s.method for s in specs})}; seeds {sorted({s.seed for s in specs})}. "
+           f"Commit {git_commit()}; config hash {config_hash(specs)}; wall time of the DAG "
+           f"{duration(dag_wall_s())}.")
+    return FirstPage(ran, headline(results), summary_rows(results))
+
+
+def _report_summary(args) -> None:
+    from esopt.report.results import load_runs
+    from esopt.report.tables import to_markdown
+
+    page = _first_page(load_runs(args.runs))
+    print(page.ran + "\n\n" + page.headline + "\n\n" + to_markdown(page.table))
 
 
 def _ahd_run(args) -> None:
@@ -343,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
         for a in extra:
             p.add_argument(f"--{a}", required=True)
         p.set_defaults(func=func)
+    p = reports.add_parser("summary", help="print the report's first page (markdown)")
+    p.add_argument("--runs", required=True, help="results/runs.json")
+    p.set_defaults(func=_report_summary)
     p = reports.add_parser("companions", help="ES vs CoPES vs async ES vs low-rank ES")
     p.add_argument("--runs", required=True, help="results/runs.json")
     p.add_argument("--tables", required=True, help="tables directory")

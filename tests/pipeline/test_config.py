@@ -207,3 +207,46 @@ def test_config_commands_print_the_schema_and_check_files(capsys, tmp_path):
     with pytest.raises(ConfigError, match=r"sudoku.eval.repeat: unknown key; did you mean "
                                           r"'repeats'\?"):
         main(["config", "check", str(REPO / "config/config.yaml"), str(tmp_path / "bad.yaml")])
+
+
+# Every bad config file of the workflow tests, through check_config (what the Snakefile
+# runs before any job) on config.yaml + the scale file + the user's file, merged as
+# Snakemake merges them (the user's file over both).
+@pytest.mark.parametrize("override, key", [
+    ("sudoku: {sigma: {esopt: {kind: cosine, sigma_0: -1.0e-3, sigma_T: 1.0e-4}}}",
+     "sudoku.sigma.esopt.sigma_0: must be > 0"),
+    ("sudoku: {es: {population_size: 1}}", "sudoku.es.population_size: must be >= 2"),
+    ("sudoku: {methods: [base, dpo]}", "sudoku.methods: unknown value 'dpo'"),
+    ("sudoku: {rl: {group_size: 1}}", "sudoku.rl.group_size: must be >= 2"),
+    ("sudoku: {rl: {steps: 0}}", "sudoku.rl.steps: must be >= 1"),
+    ("sudoku: {env: chess}", "sudoku.env: env: unknown environment 'chess'"),
+    ("scale: huge", "scale: no scale 'huge'"),
+    ("sudoku: {sigma: {vanilla_es: {kind: exponential, sigma_0: 1.0e-3}}}",
+     "sudoku.sigma.vanilla_es.kind: unknown value 'exponential'"),
+    ("runtime: {cluster: kubernetes}", "runtime.cluster: unknown value 'kubernetes'"),
+    ("ahd: {methods: [sample, esopt_grpo]}", "ahd.methods: unknown value 'esopt_grpo'"),
+    ("ahd: {es: {sigma_0: 0.0}}", "ahd.es.sigma_0: must be > 0"),
+    ("ahd: {problems: [tsp_constructive], batch_size: 1}", "ahd.batch_size: must be >= 2"),
+    # Issue 16: a typo used to run silently with the default.
+    ("populaton_size: 32", "populaton_size: unknown key"),
+    ("sudoku: {es: {populaton_size: 32}}",
+     "sudoku.es.populaton_size: unknown key; did you mean 'population_size'?"),
+    ("sudoku: {eval: {decoder: {temprature: 0.5}}}",
+     "sudoku.eval.decoder.temprature: unknown key; did you mean 'temperature'?"),
+    ("math: {es: {generatons: 3}}", "math.es.generatons: unknown key; did you mean 'generations'?"),
+    ("ahd: {limits: {wall: 5}}", "ahd.limits.wall: unknown key; did you mean 'wall_s'?"),
+    ("runtime: {worker: 4}", "runtime.worker: unknown key; did you mean 'workers'?"),
+    ("sudoku: {es: {population_size: eight}}",
+     "sudoku.es.population_size: expected an integer, got 'eight'"),
+    ("sudoku: {es: {alpha: 1e-3}}", "sudoku.es.alpha: expected a number, got the string '1e-3'"),
+    ("sudoku: {es: {antithetic: 1}}", "sudoku.es.antithetic: expected true or false, got 1"),
+])
+def test_bad_config_files_name_the_key(override, key):
+    from esopt.pipeline.config import check_config
+
+    user = yaml.safe_load(override)
+    cfg = merged(yaml.safe_load((REPO / "config/config.yaml").read_text()), user)
+    with pytest.raises(ConfigError) as err:
+        cfg = merged(cfg, yaml.safe_load(scale_file(REPO, cfg["scale"]).read_text()), user)
+        check_config(cfg)
+    assert key in str(err.value), str(err.value)

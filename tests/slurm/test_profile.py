@@ -53,7 +53,8 @@ def test_one_job_array_per_generation(slurm_run):
 def test_killed_workflow_restarts_to_the_same_hash(slurm_run, tmp_path, smollm2_dir):
     wd = slurm_workdir(tmp_path / "wf", smollm2_dir)
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
-    proc = subprocess.Popen([str(BIN / "snakemake"), "all", *ARGS], cwd=wd, env=env,
+    final = f"{RUN}/gen002/update.json"  # the ES run, not `all`: only it has shards to resume
+    proc = subprocess.Popen([str(BIN / "snakemake"), final, *ARGS], cwd=wd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     target = wd / RUN / "gen001" / "directions" / "000.parquet"
@@ -64,6 +65,6 @@ def test_killed_workflow_restarts_to_the_same_hash(slurm_run, tmp_path, smollm2_
     proc.wait(timeout=30)
     assert target.exists(), "the run ended before the kill point"
     snakemake(wd, "--unlock", *ARGS)
-    snakemake(wd, "all", *ARGS, timeout=1200)
+    snakemake(wd, final, *ARGS, timeout=1200)
     sha = lambda d: json.loads((d / RUN / "gen002" / "update.json").read_text())["sha256"]  # noqa: E731
     assert sha(wd) == sha(slurm_run)

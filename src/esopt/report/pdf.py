@@ -57,18 +57,39 @@ def _figure_page(pdf: PdfPages, title: str, png: Path, caption: str) -> None:
     plt.close(fig)
 
 
+def _first_page(pdf: PdfPages, page) -> None:
+    """What ran and what it shows (esopt.report.summary.FirstPage)."""
+    fig = plt.figure(figsize=A4_LANDSCAPE)
+    fig.text(0.06, 0.92, "esopt report", fontsize=24, va="top")
+    fig.text(0.06, 0.84, textwrap.fill(page.ran, 140), fontsize=10, va="top")
+    y = 0.74
+    for line in page.headline.splitlines():
+        fig.text(0.06, y, textwrap.fill(line, 140), fontsize=11, va="top", weight="bold")
+        y -= 0.035 * (1 + len(line) // 140)
+    header, rows = page.table
+    if rows:
+        ax = fig.add_axes([0.04, 0.06, 0.92, max(0.1, y - 0.1)])
+        ax.axis("off")
+        table = ax.table(cellText=rows, colLabels=header, loc="upper center", cellLoc="center")
+        table.auto_set_font_size(False)
+        table.set_fontsize(9)
+        table.auto_set_column_width(list(range(len(header))))
+        table.scale(1, 1.5)
+        fig.text(0.06, 0.03, "Success x100 on held-out tasks; CIs: 95% percentile bootstrap "
+                 "over tasks; 'minus base' is paired (same tasks and sampling seeds); * the CI "
+                 "excludes zero.", fontsize=9)
+    pdf.savefig(fig)
+    plt.close(fig)
+
+
 def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
-                 out: str | Path, header: str = "") -> Path:
-    """Assemble Tables 1, 2, 7, Figures 3, 7 (and the math and AHD pages when present)
-    into one PDF."""
+                 out: str | Path, first_page) -> Path:
+    """The first page (what ran, what it shows), then Tables 1, 2, 7, Figures 3, 7 (and the
+    math and AHD pages when present), in one PDF."""
     tables, figures, captions, out = map(Path, (tables, figures, captions, out))
     out.parent.mkdir(parents=True, exist_ok=True)
     with PdfPages(out) as pdf:
-        fig = plt.figure(figsize=A4_LANDSCAPE)
-        fig.text(0.06, 0.8, "esopt report", fontsize=24)
-        fig.text(0.06, 0.7, textwrap.fill(header, 120), fontsize=11, va="top")
-        pdf.savefig(fig)
-        plt.close(fig)
+        _first_page(pdf, first_page)
         if (tables / "table1.csv").exists():  # present when the Sudoku experiment ran
             _table_page(pdf, "Table 1: Agentic Sudoku success by H*", tables / "table1.csv",
                         _caption(captions, "table1"))

@@ -1,0 +1,83 @@
+"""The report's first page from synthetic runs: paired differences, seeds pooled as tasks."""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from esopt.agent.trajectories import write_parquet_atomic
+from esopt.pipeline.config import run_specs
+from esopt.report.summary import (
+    config_hash,
+    headline,
+    method_results,
+    summary_rows,
+)
+from tests.pipeline.test_config import base_config
+
+
+def _final(run_dir, tasks, success):
+    summary = {"success_mean": sum(success) / len(success), "per_repeat": [0.0],
+               "peak_memory_mb": 1.0}
+    write_parquet_atomic(pa.table({"task_seed": tasks, "success": success}),
+                         run_dir / "final" / "eval.parquet", {"summary": json.dumps(summary)})
+
+
+@pytest.fixture()
+def specs(tmp_path, monkeypatch):
+    cfg = base_config()
+    cfg["sudoku"]["seeds"] = [0, 1]
+    cfg["sudoku"]["horizons"] = [1]
+    cfg["sudoku"]["methods"] = ["base", "esopt", "vanilla_es"]
+    specs = run_specs(cfg)
+    monkeypatch.chdir(tmp_path)
+    tasks = list(range(100, 164))  # 64 held-out tasks per seed
+    for s in specs:
+        base = [t % 2 == 0 for t in tasks]  # half the boards are easy for every model
+        if s.method == "esopt":  # solves 8 more boards per seed, loses none
+            success = [b or (t % 2 == 1 and t < 116) for t, b in zip(tasks, base, strict=True)]
+        elif s.method == "vanilla_es":  # trades 4 boards for 4 others
+            success = [(not b) if t < 108 else b for t, b in zip(tasks, base, strict=True)]
+        else:
+            success = base
+        _final(tmp_path / s.run_dir, tasks, success)
+        if s.method != "base":
+            write_parquet_atomic(pa.table({"step": [1, 2, 3],
+                                           "reward_mean": [0.25, 0.5, 0.25 + 0.5 * s.seed]}),
+                                 tmp_path / s.run_dir / "ledger.parquet")
+    return specs
+
+
+def test_differences_are_paired_by_task_and_seeds_pool_as_tasks(specs):
+    by = {r.method: r for r in method_results(specs)}
+    assert [r.method for r in method_results(specs)] == ["base", "vanilla_es", "esopt"]
+    base, esopt, vanilla = by["base"], by["esopt"], by["vanilla_es"]
+    assert base.vs_base is None and base.tasks == 128 and base.seeds == 2
+    assert base.success.mean == pytest.approx(0.5)
+    assert esopt.vs_base.mean == pytest.approx(16 / 128)
+    assert esopt.vs_base.excludes_zero  # paired: the easy boards cancel
+    assert esopt.success.lo < base.success.hi  # unpaired intervals overlap
+    assert vanilla.vs_base.mean == pytest.approx(0.0)
+    assert not vanilla.vs_base.excludes_zero
+    assert esopt.train_reward == (0.25, pytest.approx(0.5))  # last: mean of 0.25, 0.75
+
+
+def test_first_page_rows_and_headline_say_what_the_ci_shows(specs):
+    results = method_results(specs)
+    header, rows = summary_rows(results)
+    by = {r[2]: r for r in rows}
+    assert by["Agentic ESOpt"][3] == "2 x 64"
+    assert by["Agentic ESOpt"][5].startswith("+12.5 [") and by["Agentic ESOpt"][5].endswith("*")
+    assert by["Base"][5] == "–"
+    text = headline(results)
+    assert "Agentic ESOpt at H*=1 (sudoku): +12.5 points vs base" in text
+    assert "better than base" in text and "Vanilla ES at H*=1 (sudoku): +0.0" in text
+    assert "inside the noise" in text
+
+
+def test_config_hash_ignores_runtime_settings(specs):
+    from dataclasses import replace
+
+    h = config_hash(specs)
+    assert config_hash([replace(s, runtime={"workers": 7}) for s in specs]) == h
+    assert config_hash([replace(s, eval_tasks=s.eval_tasks + 1) for s in specs]) != h
