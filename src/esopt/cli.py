@@ -88,6 +88,13 @@ def _stage_ledger(args) -> None:
     es_ledger(_spec(args), args.out)
 
 
+def _stage_landscape(args) -> None:
+    from esopt.pipeline.landscape import reward_landscape
+
+    reward_landscape(_spec(args), args.checkpoint, args.out, grid=args.grid, span=args.span,
+                     tasks=args.tasks)
+
+
 def _stage_distill(args) -> None:
     from esopt.pipeline.skills import distill_stage
 
@@ -291,6 +298,16 @@ def build_parser() -> argparse.ArgumentParser:
     led.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
     led.add_argument("--out", required=True, help="ledger.parquet")
     led.set_defaults(func=_stage_ledger)
+    land = stages.add_parser("landscape", help="Figure 6: rewards on a grid theta + x sigma "
+                             "eps_a + y sigma eps_b around a checkpoint")
+    land.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    land.add_argument("--checkpoint", required=True)
+    land.add_argument("--out", required=True, help="landscape.parquet")
+    land.add_argument("--grid", type=int, required=True, help="points per axis (odd)")
+    land.add_argument("--span", type=float, required=True,
+                      help="half-width of the grid in units of sigma_0")
+    land.add_argument("--tasks", type=int, required=True, help="tasks every point plays")
+    land.set_defaults(func=_stage_landscape)
     dist = add("distill", _stage_distill, "Trace2Skill: episodes -> SKILL.md", "checkpoint",
                "out")
     dist.add_argument("--episodes", nargs="+", required=True,
