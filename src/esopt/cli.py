@@ -112,12 +112,19 @@ def _report_tables(args) -> None:
 
 
 def _report_figures(args) -> None:
-    from esopt.report.figures import figure3, figure7
+    from esopt.report.figures import figure3, figure7, train_reward_figure
     from esopt.report.results import load_runs
 
     specs = [s for s in load_runs(args.runs) if s.env == "sudoku"]
     figure3(specs, args.out)
     figure7(specs, args.out)
+    train_reward_figure(specs, args.out)
+
+
+def _report_landscape(args) -> None:
+    from esopt.report.landscape import figure6
+
+    figure6(args.landscapes, args.out)
 
 
 def _report_companions(args) -> None:
@@ -360,6 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
         for a in extra:
             p.add_argument(f"--{a}", required=True)
         p.set_defaults(func=func)
+    p = reports.add_parser("landscape", help="Figure 6 from the runs' landscape.parquet files")
+    p.add_argument("--landscapes", nargs="+", required=True, help="landscape.parquet files")
+    p.add_argument("--out", required=True, help="figures directory")
+    p.set_defaults(func=_report_landscape)
     p = reports.add_parser("companions", help="ES vs CoPES vs async ES vs low-rank ES")
     p.add_argument("--runs", required=True, help="results/runs.json")
     p.add_argument("--tables", required=True, help="tables directory")
