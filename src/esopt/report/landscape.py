@@ -103,9 +103,9 @@ def figure6(paths: list[str | Path], out_dir: str | Path, cells: float = SMOOTH_
             ax.plot(*la.best, "^", color="#d62728", mec="white", ms=8, label="best (raw)")
             ax.plot(*la.worst, "v", color="#1f77b4", mec="white", ms=8, label="worst (raw)")
         s = la.spec
-        gen = s.generations
-        ax.set_title(f"H*={s.horizon}: {METHOD_LABELS[s.method].lstrip('+ ')}, gen {gen}",
-                     fontsize=9)
+        where = f" ({s.experiment})" if len({la.spec.experiment for la in lands}) > 1 else ""
+        ax.set_title(f"H*={s.horizon}{where}: {METHOD_LABELS[s.method].lstrip('+ ')}, "
+                     f"gen {s.generations}", fontsize=9)
         ax.set_xlabel(f"x (sigma_0 = {la.settings['sigma']:.2g}) along eps_a")
         ax.set_ylabel("y (sigma_0) along eps_b")
         ax.legend(fontsize=6, loc="upper right", framealpha=0.7)
