@@ -3,6 +3,7 @@ Figure 6 (landscapes) from synthetic run outputs: the numbers drawn, not just th
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -190,3 +191,31 @@ def test_figure6_marks_the_best_and_worst_raw_points(specs, tmp_path, monkeypatc
     assert shown.shape == (3, 3)
     # imshow rows are y: the point (x=2, y=-2) is row 0, column 2.
     assert shown[0, 2] == pytest.approx(gaussian_smooth(land.reward_xy)[2, 0])
+
+
+def test_report_pdf_adds_the_training_reward_and_figure6_pages_after_figure7(
+        tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    import esopt.report.pdf as pdf
+
+    tables, figs = tmp_path / "tables", tmp_path / "figures"
+    tables.mkdir()
+    figs.mkdir()
+    for name in ("table1", "table2", "table7"):
+        (tables / f"{name}.csv").write_text("Method,H*=1\nBase model,0.00\n")
+    for name in ("fig3", "fig7", "train_reward", "fig6"):
+        plt.imsave(figs / f"{name}.png", np.zeros((4, 4)))
+    pages = []
+    real = pdf._figure_page
+    monkeypatch.setattr(pdf, "_figure_page", lambda p, title, png, caption: (
+        pages.append((title, png.name, caption[:20])), real(p, title, png, caption)))
+    captions = Path(__file__).parents[2] / "workflow" / "report"
+    out = pdf.build_report(tables, figs, captions, tmp_path / "report.pdf")
+    assert [p[1] for p in pages] == ["fig3.png", "fig7.png", "train_reward.png", "fig6.png"]
+    assert pages[2][2].startswith("Training reward") and pages[3][2].startswith("Reward land")
+    assert b"/Count 8" in out.read_bytes()  # title page + 3 tables + 4 figures
+    (figs / "fig6.png").unlink()  # no landscapes: no Figure 6 page
+    pages.clear()
+    pdf.build_report(tables, figs, tmp_path, tmp_path / "report2.pdf")
+    assert [p[1] for p in pages] == ["fig3.png", "fig7.png", "train_reward.png"]
