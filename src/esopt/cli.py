@@ -88,6 +88,13 @@ def _stage_ledger(args) -> None:
     es_ledger(_spec(args), args.out)
 
 
+def _stage_landscape(args) -> None:
+    from esopt.pipeline.landscape import reward_landscape
+
+    reward_landscape(_spec(args), args.checkpoint, args.out, grid=args.grid, span=args.span,
+                     tasks=args.tasks)
+
+
 def _stage_distill(args) -> None:
     from esopt.pipeline.skills import distill_stage
 
@@ -105,12 +112,19 @@ def _report_tables(args) -> None:
 
 
 def _report_figures(args) -> None:
-    from esopt.report.figures import figure3, figure7
+    from esopt.report.figures import figure3, figure7, train_reward_figure
     from esopt.report.results import load_runs
 
     specs = [s for s in load_runs(args.runs) if s.env == "sudoku"]
     figure3(specs, args.out)
     figure7(specs, args.out)
+    train_reward_figure(specs, args.out)
+
+
+def _report_landscape(args) -> None:
+    from esopt.report.landscape import figure6
+
+    figure6(args.landscapes, args.out)
 
 
 def _report_companions(args) -> None:
@@ -319,6 +333,16 @@ def build_parser() -> argparse.ArgumentParser:
     led.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
     led.add_argument("--out", required=True, help="ledger.parquet")
     led.set_defaults(func=_stage_ledger)
+    land = stages.add_parser("landscape", help="Figure 6: rewards on a grid theta + x sigma "
+                             "eps_a + y sigma eps_b around a checkpoint")
+    land.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    land.add_argument("--checkpoint", required=True)
+    land.add_argument("--out", required=True, help="landscape.parquet")
+    land.add_argument("--grid", type=int, required=True, help="points per axis (odd)")
+    land.add_argument("--span", type=float, required=True,
+                      help="half-width of the grid in units of sigma_0")
+    land.add_argument("--tasks", type=int, required=True, help="tasks every point plays")
+    land.set_defaults(func=_stage_landscape)
     dist = add("distill", _stage_distill, "Trace2Skill: episodes -> SKILL.md", "checkpoint",
                "out")
     dist.add_argument("--episodes", nargs="+", required=True,
@@ -374,6 +398,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = reports.add_parser("summary", help="print the report's first page (markdown)")
     p.add_argument("--runs", required=True, help="results/runs.json")
     p.set_defaults(func=_report_summary)
+    p = reports.add_parser("landscape", help="Figure 6 from the runs' landscape.parquet files")
+    p.add_argument("--landscapes", nargs="+", required=True, help="landscape.parquet files")
+    p.add_argument("--out", required=True, help="figures directory")
+    p.set_defaults(func=_report_landscape)
     p = reports.add_parser("companions", help="ES vs CoPES vs async ES vs low-rank ES")
     p.add_argument("--runs", required=True, help="results/runs.json")
     p.add_argument("--tables", required=True, help="tables directory")

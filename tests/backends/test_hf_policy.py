@@ -90,6 +90,44 @@ def test_restore_happens_even_if_the_block_raises(tiny_policy):
         assert torch.equal(p, before[n])
 
 
+def test_combined_serves_master_plus_each_terms_noise_and_restores_exactly(tiny_policy):
+    master = {n: t.clone() for n, t in tiny_policy.master.items()}
+    before = serving_state(tiny_policy)
+    # One term is the perturbation itself, bit for bit.
+    d = Direction(index=0, seed=77, sign=-1, sigma=3e-3)
+    with tiny_policy.perturbed(d):
+        perturbed = serving_state(tiny_policy)
+    with tiny_policy.combined([(77, -3e-3)]):
+        assert all(torch.equal(p, perturbed[n]) for n, p in tiny_policy.model.named_parameters())
+    # Two terms: master + a eps_a, then + b eps_b, each float32 step rounded on its own;
+    # a zero step is no term at all.
+    with tiny_policy.combined([(5, 2e-3), (6, -1e-3), (7, 0.0)]):
+        with pytest.raises(RuntimeError, match="already perturbed"):
+            with tiny_policy.perturbed(d):
+                pass
+        for name, p in tiny_policy.model.named_parameters():
+            one = master[name] + tensor_noise(5, name, p.shape) * 2e-3
+            assert torch.equal(p.detach(), one + tensor_noise(6, name, p.shape) * -1e-3), name
+    with pytest.raises(KeyError):
+        with tiny_policy.combined([(5, 1e-2)]):
+            raise KeyError("boom")
+    for name, p in tiny_policy.model.named_parameters():
+        assert torch.equal(p, before[name]), name
+        assert torch.equal(tiny_policy.master[name], master[name]), name
+
+
+def test_combined_in_bf16_serving_rounds_the_float32_sum_once(tiny_dir):
+    policy = HFPolicy.load(tiny_dir, serving_dtype="bfloat16")
+    with policy.combined([(5, 2e-3), (6, 1e-3)]):
+        for name, p in policy.model.named_parameters():
+            shape = p.shape
+            ref = (policy.master[name] + tensor_noise(5, name, shape) * 2e-3
+                   + tensor_noise(6, name, shape) * 1e-3)
+            assert p.dtype == torch.bfloat16 and torch.equal(p, ref.to(torch.bfloat16)), name
+    for name, p in policy.model.named_parameters():
+        assert torch.equal(p, policy.master[name].to(torch.bfloat16)), name
+
+
 def test_update_matches_a_float64_reference(tiny_policy):
     es, update = make_update(g=6, alpha=5e-4)
     before = {n: t.clone() for n, t in tiny_policy.master.items()}

@@ -5,6 +5,7 @@ import json
 from dataclasses import replace
 from types import SimpleNamespace
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -94,6 +95,11 @@ def test_async_job_l0_equals_synchronous_es_and_stress_run_is_reproducible(tiny_
     assert [r["discarded"] for r in records][2] == [{"version": 1, "index": 1, "lag": 1}]
     assert shas[0] != sync["sha256"]
     assert json.loads((tmp_path / "a" / "schedule.json").read_text()) == records
+    # The ledger's reward spread over each version's directions (they score apart here).
+    ledger = pq.read_table(tmp_path / "a.pq").to_pydict()
+    for lo, mean, hi, std in zip(ledger["reward_min"], ledger["reward_mean"],
+                                 ledger["reward_max"], ledger["reward_std"], strict=True):
+        assert lo < mean < hi and std > 0
 
 
 @pytest.mark.parametrize("method, es", [("copes", {"copes": {"subspaces": 2}}),

@@ -13,6 +13,8 @@ def test_dry_run_of_all_at_the_default_scale(workdir):
     # 2 H* x 3 RL baselines, each one training job and one evaluation of its last step
     assert re.search(r"rl_train\s+6\n", out)
     assert re.search(r"es_ledger\s+4\n", out)
+    # Figure 6: one landscape per H* (esopt, seed 0), one figure job
+    assert re.search(r"landscape\s+2\n", out) and re.search(r"figure6\s+1\n", out)
 
 
 def test_dry_run_of_the_smoke_and_paper_scales(workdir):

@@ -1,7 +1,7 @@
 import json
 import shlex
 
-from esopt.pipeline.config import TINY_RANDOM
+from esopt.pipeline.config import TINY_RANDOM, landscape_runs
 from esopt.pipeline.spec import ASYNC_METHODS, COMPANION_METHODS, ES_METHODS, RL_METHODS
 
 RUN = "results/{exp}/h{h}/{method}/seed{seed}"
@@ -86,8 +86,16 @@ TABLES = [
     for ext in ("csv", "md", "tex")
     if SUDOKU_SPECS
 ]
-FIGURES = [f"results/figures/{f}.{ext}" for f in ("fig3", "fig7") for ext in ("pdf", "png")
-           if SUDOKU_SPECS]
+FIGURES = [
+    f"results/figures/{f}.{ext}"
+    for f in ("fig3", "fig7", "train_reward")
+    for ext in ("pdf", "png")
+    if SUDOKU_SPECS
+]
+# Figure 6: the reward landscape around the final checkpoint of one ES run per H*.
+LANDSCAPES = {s.run_dir: section for s, section in landscape_runs(config)}
+LANDSCAPE_FILES = [f"{run}/landscape.parquet" for run in LANDSCAPES]
+LANDSCAPE_OUTPUTS = [f"results/figures/fig6.{ext}" for ext in ("pdf", "png") if LANDSCAPES]
 AHD_TABLES = [
     f"results/tables/{t}.{ext}"
     for t in ("table5", "table13", "table14", "table17", "table18")
@@ -115,7 +123,13 @@ COMPANION_OUTPUTS = (
     else []
 )
 REPORT_OUTPUTS = (
-    TABLES + FIGURES + AHD_TABLES + MATH_OUTPUTS + COMPANION_OUTPUTS + ["results/report.pdf"]
+    TABLES
+    + FIGURES
+    + LANDSCAPE_OUTPUTS
+    + AHD_TABLES
+    + MATH_OUTPUTS
+    + COMPANION_OUTPUTS
+    + ["results/report.pdf"]
 )
 
 
@@ -152,6 +166,22 @@ def es_ledger_input(wildcards):
     return [f"{spec.run_dir}/gen{g:03d}/rewards.parquet" for g in range(spec.generations)] + [
         f"{spec.run_dir}/gen{g:03d}/update.json" for g in range(1, spec.generations + 1)
     ]
+
+
+def landscape_checkpoint(wildcards):
+    """The final checkpoint of the run (the one Figure 6 probes)."""
+    spec = spec_of(wildcards)
+    return checkpoint_dir(spec, spec.generations)
+
+
+def landscape_input(wildcards):
+    spec = spec_of(wildcards)
+    return checkpoint_input(spec, spec.generations)
+
+
+def landscape_options(wildcards):
+    section = LANDSCAPES[spec_of(wildcards).run_dir]
+    return f"--grid {section.grid} --span {section.span} --tasks {section.tasks}"
 
 
 def final_eval_input(wildcards):

@@ -37,12 +37,31 @@ if SUDOKU_SPECS:
             fig7_pdf=report("results/figures/fig7.pdf", caption="../report/fig7.rst",
                             category="Sudoku"),
             fig7_png="results/figures/fig7.png",
+            train_reward_pdf=report("results/figures/train_reward.pdf",
+                                    caption="../report/train_reward.rst", category="Sudoku"),
+            train_reward_png="results/figures/train_reward.png",
         conda:
             "../../envs/esopt.yaml"
         log:
             "logs/report/figures.log",
         shell:
             "esopt report figures --runs {input.runs} --out results/figures > {log} 2>&1"
+
+
+if LANDSCAPES:
+
+    rule figure6:
+        input:
+            LANDSCAPE_FILES,
+        output:
+            pdf=report("results/figures/fig6.pdf", caption="../report/fig6.rst", category="Sudoku"),
+            png="results/figures/fig6.png",
+        conda:
+            "../../envs/esopt.yaml"
+        log:
+            "logs/report/figure6.log",
+        shell:
+            "esopt report landscape --landscapes {input} --out results/figures > {log} 2>&1"
 
 
 if COMPANION_OUTPUTS:
@@ -72,6 +91,7 @@ rule report_pdf:
     input:
         TABLES,
         FIGURES,
+        LANDSCAPE_OUTPUTS,
         COMPANION_OUTPUTS,
         AHD_TABLES,
         MATH_OUTPUTS,

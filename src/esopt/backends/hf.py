@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from esopt.backends.hf_decode import (
 from esopt.es.apply import add_update_
 from esopt.es.copes import subspace_ranges
 from esopt.es.lowrank import is_lowrank, lowrank_chunks
-from esopt.es.noise import draw, noise_chunks, perturb_into
+from esopt.es.noise import NOISE_BLOCK, draw, noise_chunks, perturb_into
 from esopt.es.strategy import Direction, Update
 from esopt.runtime.checkpoint import write_checkpoint
 
@@ -71,7 +71,8 @@ class HFPolicy:
         # keep_master=False: generation only (a plain-inference baseline); ES then refuses.
         self.master = {n: p.detach().to("cpu", torch.float32, copy=True)
                        for n, p in self._params.items()} if keep_master else None
-        self._active: Direction | None = None
+        # What the serving weights hold besides the master: a direction, or a description.
+        self._active: Direction | str | None = None
         self._session: dict | None = None  # prefix KV kept across the calls of one rollout
 
     # ----------------------------------------------------------------- construction
@@ -111,10 +112,7 @@ class HFPolicy:
     @contextmanager
     def perturbed(self, direction: Direction) -> Iterator[HFPolicy]:
         """Serve theta + sign*sigma*eps(direction) inside the block; exact theta after it."""
-        if self._active is not None:
-            raise RuntimeError(f"already perturbed along direction {self._active.index}")
-        if self.master is None:
-            raise RuntimeError("this policy was built with keep_master=False (generation only)")
+        self._check_unperturbed()
         self._active = direction
         try:
             self._write_perturbed(direction)
@@ -122,6 +120,45 @@ class HFPolicy:
         finally:
             self.restore()
             self._active = None
+
+    @contextmanager
+    def combined(self, terms: Sequence[tuple[int, float]]) -> Iterator[HFPolicy]:
+        """Serve theta + sum_k step_k * eps(seed_k) (full-rank noise of each (seed, step)
+        term) inside the block; exact theta after it. A point of a plane through theta (the
+        reward landscape); one term (seed, sign*sigma) serves what perturbed() serves."""
+        self._check_unperturbed()
+        terms = [(int(seed), float(step)) for seed, step in terms if step != 0]
+        self._active = f"combination of seeds {[seed for seed, _ in terms]}"
+        try:
+            self._write_combined(terms)
+            yield self
+        finally:
+            self.restore()
+            self._active = None
+
+    def _check_unperturbed(self) -> None:
+        if self._active is not None:
+            what = (f"along direction {self._active.index}"
+                    if isinstance(self._active, Direction) else f"({self._active})")
+            raise RuntimeError(f"already perturbed {what}")
+        if self.master is None:
+            raise RuntimeError("this policy was built with keep_master=False (generation only)")
+
+    def _write_combined(self, terms: list[tuple[int, float]]) -> None:
+        """serving = master + step_1 eps_1 + step_2 eps_2 + ..., each term rounded on its
+        own in float32 (perturb_into), one chunk of the tensor at a time."""
+        self._forget_kv()
+        chunk = self.chunk_blocks * NOISE_BLOCK
+        for name, p in self._params.items():
+            master, serving = self.master[name].view(-1), p.data.view(-1)
+            acc = torch.empty(min(chunk, master.numel()), dtype=torch.float32)
+            eps = torch.empty_like(acc)
+            for start in range(0, master.numel(), chunk):
+                n = min(chunk, master.numel() - start)
+                a = acc[:n].copy_(master[start:start + n])
+                for seed, step in terms:
+                    perturb_into(a, draw(seed, name, start, n, out=eps[:n]), step, a)
+                serving[start:start + n].copy_(a)
 
     def _write_perturbed(self, d: Direction) -> None:
         self._forget_kv()

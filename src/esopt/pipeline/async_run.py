@@ -23,7 +23,7 @@ from esopt.es.strategy import ES
 from esopt.pipeline.spec import RunSpec
 from esopt.pipeline.stages import direction_reward, load_policy, score_direction
 from esopt.runtime.checkpoint import checkpoint_sha256
-from esopt.runtime.ledger import Ledger, ModelShape, rollout_flops
+from esopt.runtime.ledger import Ledger, ModelShape, reward_spread, rollout_flops
 from esopt.runtime.memory import peak_memory_mb
 
 
@@ -77,7 +77,6 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
         else:
             parent["sha"] = None  # not saved: the lineage goes through the records
         s = stats.get(step.version, {})
-        rewards = [r for r in s.get("rewards", []) if np.isfinite(r)]
         ledger.end_step(step.version + 1, peak_memory_mb=peak_memory_mb(),
                         flops=s.get("flops", 0.0), load_s=load_s if not step.version else 0.0,
                         generate_s=s.get("generate_s", 0.0),
@@ -85,7 +84,7 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
                         update_s=time.perf_counter() - t0, score_s=0.0, save_s=0.0,
                         flops_generate=s.get("flops", 0.0), flops_score=0.0, flops_train=0.0,
                         episodes=s.get("episodes", 0),
-                        reward_mean=float(np.mean(rewards)) if rewards else float("nan"),
+                        **reward_spread(s.get("rewards", [])),
                         success=float(np.mean(s["success"])) if s.get("success") else 0.0,
                         turns=float(np.mean(s["turns"])) if s.get("turns") else 0.0,
                         tokens=s.get("tokens", 0),

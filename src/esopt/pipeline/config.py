@@ -13,7 +13,7 @@ from esopt.envs.base import make_env
 from esopt.es.strategy import ESConfig
 from esopt.models import EMBEDDED_MODELS
 from esopt.pipeline.schema import ConfigError, parse, plain
-from esopt.pipeline.sections import Config, ExperimentSection
+from esopt.pipeline.sections import Config, ExperimentSection, LandscapeSection
 from esopt.pipeline.spec import (
     ASYNC_METHODS,
     ES_METHODS,
@@ -22,8 +22,8 @@ from esopt.pipeline.spec import (
     sigma_schedule,
 )
 
-__all__ = ["ConfigError", "ahd_run_list", "check_config", "model_dir", "parse_config",
-           "run_specs", "scale_file"]
+__all__ = ["ConfigError", "ahd_run_list", "check_config", "landscape_runs", "model_dir",
+           "parse_config", "run_specs", "scale_file"]
 
 TINY_RANDOM = "tiny-random"  # a random small Llama with SmolLM2's tokenizer (smoke scale)
 
@@ -126,6 +126,22 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config,
                     asynchrony=asynchrony,
                     train_decoder=decoder): RunSpec(**shared, **kw)))
     return specs
+
+
+def landscape_runs(config: dict | Config) -> list[tuple[RunSpec, LandscapeSection]]:
+    """Figure 6's probes: per experiment with landscape.enabled, landscape.method's run of
+    the first seed at every H* (none when the experiment does not run that method)."""
+    cfg = config if isinstance(config, Config) else parse_config(config)
+    specs = run_specs(cfg)
+    out = []
+    for name in cfg.experiments:
+        exp = None if name == "ahd" else getattr(cfg, name)
+        if exp is None or not exp.landscape.enabled:
+            continue
+        seed = min(exp.seeds, default=None)
+        out += [(s, exp.landscape) for s in specs
+                if (s.experiment, s.method, s.seed) == (name, exp.landscape.method, seed)]
+    return out
 
 
 def _companion_options(es, method: str) -> dict:

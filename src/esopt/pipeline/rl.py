@@ -7,7 +7,9 @@ ledger. A killed RL job restarts from the base model: unlike an ES generation, a
 step's state (optimiser moments, the value head) is not in a checkpoint.
 
 The ledger (`ledger.parquet`, one row per step or generation) is what Table 1's memory
-column, Table 2 and Figure 7 read, for ES and RL runs alike.
+column, Table 2 and Figure 7 read, for ES and RL runs alike; the training-reward figure
+reads its reward spread (reward_std, reward_min, reward_max over an ES generation's
+directions; NaN for an RL step, which has no population).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from esopt.agent.evaluate import task_seeds
 from esopt.agent.trajectories import episodes_table, write_parquet_atomic
 from esopt.pipeline.spec import ES_METHODS, RL_METHODS, RunSpec
 from esopt.runtime.checkpoint import checkpoint_sha256
-from esopt.runtime.ledger import Ledger
+from esopt.runtime.ledger import NO_SPREAD, Ledger, reward_spread
 from esopt.runtime.memory import peak_memory_mb
 from esopt.runtime.progress import Progress
 
@@ -88,7 +90,7 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
             score_s=stats["score_s"], update_s=stats["update_s"], noise_s=0.0,
             save_s=save_s, flops_generate=stats["flops_generate"],
             flops_score=stats["flops_score"], flops_train=stats["flops_train"],
-            episodes=stats["episodes"], reward_mean=stats["reward_mean"],
+            episodes=stats["episodes"], reward_mean=stats["reward_mean"], **NO_SPREAD,
             success=stats["success"], turns=stats["turns"], tokens=stats["tokens"],
             failed_episodes=sum(e.failed for e in trainer.last_episodes),
             excluded_directions=0)
@@ -107,8 +109,9 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
 
 def es_ledger(spec: RunSpec, out: str | Path) -> Path:
     """The ledger of an ES run, from what its generations wrote: per generation, the
-    directions' generation and noise seconds, FLOPs, turns and peak memory, and the
-    update's time and memory."""
+    directions' generation and noise seconds, FLOPs, turns and peak memory, the spread of
+    their rewards (mean, std, min, max over the finite ones), and the update's time and
+    memory."""
     if spec.method not in ES_METHODS:
         raise ValueError(f"{spec.run_dir}: not an ES run")
     run = Path(spec.run_dir)
@@ -128,7 +131,7 @@ def es_ledger(spec: RunSpec, out: str | Path) -> Path:
             noise_s=float(np.sum(t["wall_s"])) - generate, save_s=0.0,
             flops_generate=float(np.sum(t["flops"])), flops_score=0.0, flops_train=0.0,
             episodes=int(np.sum(n_episodes)),
-            reward_mean=_finite_mean(t["reward"], n_episodes),
+            **reward_spread(t["reward"], n_episodes),
             success=float(np.average(t["success"], weights=n_episodes)),
             turns=float(np.average(t["turns"], weights=n_episodes)),
             tokens=int(np.sum(t["completion_tokens"])),
@@ -137,9 +140,3 @@ def es_ledger(spec: RunSpec, out: str | Path) -> Path:
             excluded_directions=len(update.get("excluded", [])))
     return write_parquet_atomic(ledger.table(), out, metadata={"config": spec.to_json()})
 
-
-def _finite_mean(rewards, weights) -> float:
-    """Episode-weighted mean of the directions' rewards, excluded (NaN) ones left out."""
-    r, w = np.asarray(rewards, dtype=np.float64), np.asarray(weights, dtype=np.float64)
-    ok = np.isfinite(r)
-    return float(np.average(r[ok], weights=w[ok])) if ok.any() else float("nan")

@@ -20,7 +20,13 @@ from esopt.es.schedules import SCHEDULE_KINDS
 from esopt.es.shaping import SHAPINGS
 from esopt.es.strategy import ESConfig
 from esopt.pipeline.schema import option
-from esopt.pipeline.spec import METHODS, PAPER_METHODS, RLConfig
+from esopt.pipeline.spec import (
+    ASYNC_METHODS,
+    ES_METHODS,
+    METHODS,
+    PAPER_METHODS,
+    RLConfig,
+)
 from esopt.runtime.sandbox import SandboxLimits
 
 EXPERIMENTS = ("sudoku", "math", "ahd")
@@ -199,6 +205,28 @@ class EvalSection:
 
 
 @dataclass(frozen=True)
+class LandscapeSection:
+    """Figure 6: the training reward on a plane through the final checkpoint of one ES run
+    per H* (the first seed): theta + x sigma_0 eps_a + y sigma_0 eps_b on a grid x K grid
+    of (x, y) in [-span, span]^2, every point on the same tasks and sampling seed."""
+
+    enabled: bool = option(True, "compute the landscapes and Figure 6")
+    method: str = option("esopt", "the ES run whose final checkpoint is probed (nothing is "
+                                  "computed when the experiment does not run it)",
+                         choices=ES_METHODS + ASYNC_METHODS)
+    grid: int = option(5, "K: points per axis, odd so that the checkpoint is the centre "
+                          "point (K^2 x tasks episodes per H*)", minimum=3)
+    span: float = option(2.0, "the grid's half-width in units of the run's sigma_0",
+                         exclusive_minimum=0)
+    tasks: int = option(8, "training-distribution tasks every grid point plays", minimum=1)
+
+    def __post_init__(self) -> None:
+        if self.grid % 2 == 0:
+            raise ValueError(f"grid must be odd (the checkpoint is the centre "
+                             f"point), got {self.grid}")
+
+
+@dataclass(frozen=True)
 class ExperimentSection:
     """Agentic Sudoku grouped by H* (paper Table 1, Figure 3, Table 7)."""
 
@@ -221,6 +249,9 @@ class ExperimentSection:
     rl: RLSection = option(factory=RLSection, help="Agentic RL baselines")
     eval: EvalSection = option(factory=EvalSection, help="held-out evaluation")
     skills: bool = option(False, "add the Trace2Skill conditions (Table 3, Figure 8)")
+    landscape: LandscapeSection = option(factory=LandscapeSection,
+                                         help="Figure 6: the reward landscape around the "
+                                              "final checkpoint")
 
 
 @dataclass(frozen=True)
@@ -229,6 +260,10 @@ class MathSection(ExperimentSection):
     limit."""
 
     env: str = option("math_tool", "registered environment name")
+    landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
+                                         help="the reward landscape around the final "
+                                              "checkpoint (Figure 6 is the paper's Sudoku "
+                                              "figure: off here by default)")
 
 
 @dataclass(frozen=True)

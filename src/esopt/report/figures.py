@@ -1,5 +1,6 @@
 """Figure 3: final Sudoku success by H* (a) and evaluation curves along training (b);
-Figure 7 (right): turns per training episode along training, RL vs ES."""
+Figure 7: S = p^H* against the measured success and per-turn success (left), turns per
+training episode along training, RL vs ES (right); the ES runs' training reward."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from esopt.pipeline.spec import RL_METHODS, RunSpec  # noqa: E402
-from esopt.report.results import eval_curve, ledger  # noqa: E402
+from esopt.pipeline.spec import ASYNC_METHODS, ES_METHODS, RL_METHODS, RunSpec  # noqa: E402
+from esopt.report.results import correct_turns, eval_curve, ledger  # noqa: E402
 from esopt.report.tables import METHOD_LABELS, _by_method, success_stats  # noqa: E402
 
 COLORS = {"base": "#8c8c8c", "vanilla_es": "#4c72b0", "esopt": "#dd8452", "grpo": "#55a868",
@@ -92,15 +97,73 @@ def save_figure(fig, out_dir: str | Path, stem: str, **savefig) -> list[Path]:
     return paths
 
 
+# Per-turn success rates of the schematic curves S = p^H* (Figure 7, left).
+TURN_RATES = (0.5, 0.7, 0.9, 0.95, 0.99)
+
+
+def horizon_points(specs: list[RunSpec]) -> list[dict]:
+    """Per (method, H*): the measured final success (fraction, over seeds x repeats), the
+    per-turn success p-hat (correct turns / turns over the final evaluations' episodes,
+    results.correct_turns) and its prediction p-hat^H*; p-hat NaN without Sudoku turns."""
+    points = []
+    for method, runs in _by_method(specs).items():
+        for h in sorted({s.horizon for s in runs}):
+            at_h = [s for s in runs if s.horizon == h]
+            counts = [correct_turns(Path(s.run_dir) / "final" / "eval.parquet") for s in at_h]
+            correct, turns = sum(c for c, _ in counts), sum(t for _, t in counts)
+            p_hat = correct / turns if turns else float("nan")
+            points.append({"method": method, "horizon": h, "success": success_stats(at_h)[0] / 100,
+                           "p_hat": p_hat, "predicted": p_hat ** h, "turns": turns})
+    return points
+
+
+def _horizon_panel(ax, specs: list[RunSpec]) -> None:
+    """S = p^H* for TURN_RATES over H* = 1 .. max(15, H*), and per method the measured
+    success (filled) next to p-hat^H* (open) at each H* run."""
+    points = horizon_points(specs)
+    hs = np.arange(1, max([15] + [p["horizon"] for p in points]) + 1)
+    for p, grey in zip(TURN_RATES, np.linspace(0.75, 0.1, len(TURN_RATES)), strict=True):
+        ax.plot(hs, p ** hs, color=str(grey), lw=1)
+        # Labelled where the curve crosses S ~ 0.3 (or at the right end): the labels spread.
+        at = int(min(hs[-1], max(1, round(np.log(0.3) / np.log(p)))))
+        ax.annotate(f"p={p}", (at, p ** at), fontsize=6, color=str(grey), xytext=(2, 2),
+                    textcoords="offset points")
+    methods = list(dict.fromkeys(p["method"] for p in points))
+    for k, method in enumerate(methods):
+        dx = (k - (len(methods) - 1) / 2) * 0.12  # side by side at each H*
+        mine = [p for p in points if p["method"] == method]
+        x = np.array([p["horizon"] for p in mine]) + dx
+        color = COLORS[method]
+        ax.plot(x, [p["success"] for p in mine], "o", ms=4, color=color,
+                label=METHOD_LABELS[method].lstrip("+ "))
+        ax.plot(x, [p["predicted"] for p in mine], "o", ms=5, mfc="none", color=color)
+        for xi, p in zip(x, mine, strict=True):
+            ax.plot([xi, xi], [p["success"], p["predicted"]], color=color, lw=0.6)
+    handles, labels = ax.get_legend_handles_labels()
+    proxies = [Line2D([], [], ls="", marker="o", color="black", ms=4),
+               Line2D([], [], ls="", marker="o", mfc="none", color="black", ms=5)]
+    ax.legend(handles + proxies, labels + ["measured success", "p-hat^H* (per-turn)"],
+              fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    ax.set_xlim(0.5, hs[-1] + 2)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("H* (minimum successful horizon)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("trajectory success S")
+    ax.set_title("S = p^H*")
+
+
 def figure7(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
-    """Turns used per training episode at each update (ES: over all directions of the
-    generation; RL: over the step's rollouts), one panel per H*, with the minimum H* and
-    the 3H* turn budget marked. Writes fig7.pdf and fig7.png."""
+    """Left: S = p^H* with the runs' measured success and p-hat^H*. Right: turns used per
+    training episode at each update (ES: over all directions of the generation; RL: over
+    the step's rollouts), one panel per H*, with the minimum H* and the 3H* turn budget
+    marked. Writes fig7.pdf and fig7.png."""
     horizons = sorted({s.horizon for s in specs})
     trained = {m: runs for m, runs in _by_method(specs).items() if m != "base"}
-    fig, axes = plt.subplots(1, len(horizons), figsize=(0.5 + 3.4 * len(horizons), 3.2),
-                             constrained_layout=True, squeeze=False)
-    for ax, h in zip(axes[0], horizons, strict=True):
+    fig = plt.figure(figsize=(4.4 + 3.4 * len(horizons), 3.4), constrained_layout=True)
+    grid = fig.add_gridspec(1, 1 + len(horizons), width_ratios=[1.3] + [1] * len(horizons))
+    _horizon_panel(fig.add_subplot(grid[0, 0]), specs)
+    for i, h in enumerate(horizons):
+        ax = fig.add_subplot(grid[0, 1 + i])
         for method, runs in trained.items():
             for k, s in enumerate(r for r in runs if r.horizon == h):
                 rows = ledger(s)
@@ -115,3 +178,44 @@ def figure7(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
         ax.set_ylabel("turns per training episode")
         ax.legend(fontsize=7)
     return save_figure(fig, out_dir, "fig7")
+
+
+def _column(rows: dict, key: str) -> np.ndarray:
+    """A ledger column as floats; NaN where the ledger predates it."""
+    n = len(rows["step"])
+    return np.asarray(rows.get(key, [None] * n), dtype=float)
+
+
+def train_reward_figure(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
+    """The ES runs' training reward per generation, one panel per H*: the mean over the
+    generation's directions, a band of +-1 std over them and their min and max as thin
+    lines (from the ledgers). Writes train_reward.pdf and train_reward.png."""
+    horizons = sorted({s.horizon for s in specs}) or [None]
+    es = {m: runs for m, runs in _by_method(specs).items() if m in ES_METHODS + ASYNC_METHODS}
+    fig, axes = plt.subplots(1, len(horizons), figsize=(0.8 + 3.6 * len(horizons), 3.2),
+                             constrained_layout=True, squeeze=False)
+    for ax, h in zip(axes[0], horizons, strict=True):
+        drawn = False
+        for method, runs in es.items():
+            color = COLORS[method]
+            for k, s in enumerate(r for r in runs if r.horizon == h):
+                rows = ledger(s)
+                steps, mean = np.asarray(rows["step"]), _column(rows, "reward_mean")
+                std = _column(rows, "reward_std")
+                ax.plot(steps, mean, marker="o", ms=3, color=color,
+                        label=METHOD_LABELS[method].lstrip("+ ") if k == 0 else None)
+                ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2, lw=0)
+                for key in ("reward_min", "reward_max"):
+                    ax.plot(steps, _column(rows, key), color=color, lw=0.6)
+                drawn = True
+        if not drawn:
+            ax.text(0.5, 0.5, "no ES run", transform=ax.transAxes, ha="center")
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles + [Patch(color="grey", alpha=0.3), Line2D([], [], color="grey",
+                                                                     lw=0.6)],
+                  labels + ["±1 std over directions", "min / max over directions"], fontsize=6)
+        ax.set_title(f"H*={h}" if h is not None else "")
+        ax.set_xlabel("update (ES generation)")
+        ax.set_ylabel("training reward (directions)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return save_figure(fig, out_dir, "train_reward")

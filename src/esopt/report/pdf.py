@@ -84,8 +84,8 @@ def _first_page(pdf: PdfPages, page) -> None:
 
 def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                  out: str | Path, first_page) -> Path:
-    """The first page (what ran, what it shows), then Tables 1, 2, 7, Figures 3, 7 (and the
-    math and AHD pages when present), in one PDF."""
+    """The first page (what ran, what it shows), then Tables 1, 2, 7, Figures 3, 7, the
+    training reward, Figure 6 (and the math and AHD pages when present), in one PDF."""
     tables, figures, captions, out = map(Path, (tables, figures, captions, out))
     out.parent.mkdir(parents=True, exist_ok=True)
     with PdfPages(out) as pdf:
@@ -99,8 +99,14 @@ def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                         _caption(captions, "table7"))
             _figure_page(pdf, "Figure 3: Agentic Sudoku by H*", figures / "fig3.png",
                          _caption(captions, "fig3"))
-            _figure_page(pdf, "Figure 7 (right): realized horizon during training",
+            _figure_page(pdf, "Figure 7: per-turn success and realized horizon",
                          figures / "fig7.png", _caption(captions, "fig7"))
+        if (figures / "train_reward.png").exists():
+            _figure_page(pdf, "Training reward of the ES runs (spread over directions)",
+                         figures / "train_reward.png", _caption(captions, "train_reward"))
+        if (figures / "fig6.png").exists():  # present when landscapes were computed
+            _figure_page(pdf, "Figure 6: reward landscapes around the final checkpoint",
+                         figures / "fig6.png", _caption(captions, "fig6"))
         if (tables / "table3.csv").exists():  # present when a math experiment ran
             _table_page(pdf, "Table 3: math with a tool (Mean@k, Pass@k)",
                         tables / "table3.csv", _caption(captions, "table3"))

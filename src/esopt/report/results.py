@@ -1,4 +1,5 @@
-"""Reading a finished run's outputs: final success, evaluation curves, peak memory."""
+"""Reading a finished run's outputs: final success, evaluation curves, peak memory, the
+per-turn success of the held-out episodes."""
 
 from __future__ import annotations
 
@@ -24,6 +25,26 @@ def eval_summary(path: str | Path) -> dict:
 
 def final_summary(spec: RunSpec) -> dict:
     return eval_summary(Path(spec.run_dir) / "final" / "eval.parquet")
+
+
+def correct_turns(path: str | Path) -> tuple[int, int]:
+    """(correct turns, turns) over every episode of an evaluation Parquet: a Sudoku turn is
+    correct when it raised the number of correctly filled cells (its move was accepted and
+    wrote the solution's value into a cell that did not hold it). (0, 0) when the turns
+    carry no `cells_correct` (another environment, or an older file)."""
+    correct = total = 0
+    seen = False
+    for turns in pq.read_table(path, columns=["turns"]).column("turns").to_pylist():
+        before = 0  # no blank of a board holds its value before the first move
+        for turn in turns:
+            info = json.loads(turn["info"])
+            now = info.get("cells_correct")
+            seen |= now is not None
+            total += 1
+            if now is not None:
+                correct += now > before
+                before = now
+    return (correct, total) if seen else (0, 0)
 
 
 def eval_curve(spec: RunSpec, specs: Iterable[RunSpec]) -> list[tuple[int, float, float]]:

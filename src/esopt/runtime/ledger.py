@@ -10,11 +10,13 @@ positions before it.
 
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 
@@ -51,6 +53,29 @@ def rollout_flops(shape: ModelShape, episodes) -> float:
     """FLOPs of playing `episodes`: each turn's prompt and completion through the model."""
     return sum(forward_flops(shape, t.prompt_tokens, t.completion_tokens)
                for e in episodes for t in e.turns)
+
+
+# The ledger's reward columns; an RL step has no population: its spread columns are NaN.
+REWARD_SPREAD = ("reward_mean", "reward_std", "reward_min", "reward_max")
+NO_SPREAD = {"reward_std": math.nan, "reward_min": math.nan, "reward_max": math.nan}
+
+
+def reward_spread(rewards, weights=None) -> dict[str, float]:
+    """reward_mean, reward_std (ddof 0, both weighted by `weights`, e.g. episodes per
+    direction), reward_min and reward_max over the finite rewards of a population: NaN
+    ones (directions excluded from the update) are left out; all NaN when none is finite."""
+    r = np.asarray(rewards, dtype=np.float64)
+    w = np.ones_like(r) if weights is None else np.asarray(weights, dtype=np.float64)
+    if r.shape != w.shape:
+        raise ValueError(f"{r.size} rewards but {w.size} weights")
+    ok = np.isfinite(r)
+    if not ok.any():
+        return dict.fromkeys(REWARD_SPREAD, math.nan)
+    r, w = r[ok], w[ok]
+    mean = float(np.average(r, weights=w))
+    return {"reward_mean": mean,
+            "reward_std": float(np.sqrt(np.average((r - mean) ** 2, weights=w))),
+            "reward_min": float(r.min()), "reward_max": float(r.max())}
 
 
 @dataclass
