@@ -41,15 +41,25 @@ BASE = ROOT / "results/benchmarks/tiny_sweep_base.jsonl"  # base model's held-ou
 # name -> overrides of the sudoku experiment (merged over config/config.yaml). The
 # search: the step (sigma, alpha), the fitness noise (tasks per direction vs directions,
 # antithetic pairs) and the task's difficulty (H*, few-shot examples).
+def _point(tasks: int, alpha: float, sigma_0: float, sigma_t: float, antithetic=False,
+           population: int = 8) -> dict:
+    """Every swept key explicit, so a point means the same whatever config.yaml says."""
+    return {"es": {"population_size": population, "tasks_per_direction": tasks,
+                   "alpha": alpha, "antithetic": antithetic},
+            "sigma": {"esopt": {"kind": "cosine", "sigma_0": sigma_0, "sigma_T": sigma_t}}}
+
+
 POINTS = {
-    "s3e-3_a3e-3": {},
-    "s3e-3_a1e-2": {"es": {"alpha": 1.0e-2}},
-    "s1e-2_a1e-2": {"es": {"alpha": 1.0e-2},
-                    "sigma": {"esopt": {"kind": "cosine", "sigma_0": 1.0e-2,
-                                        "sigma_T": 3.0e-3}}},
-    "s3e-3_a1e-2_anti": {"es": {"alpha": 1.0e-2, "antithetic": True}},
-    "s3e-3_a1e-2_g4t16": {"es": {"alpha": 1.0e-2, "population_size": 4,
-                                 "tasks_per_direction": 16}},
+    # G=8 x 8 tasks: the tiny scale before issue 22 (1 generation = 64 episodes, ~2 min
+    # on one core here, so 20 generations do not fit the run command's budget).
+    "g8t8_s3e-3_a3e-3": _point(8, 3e-3, 3e-3, 1e-3),
+    # G=8 x 4 tasks: half the episodes per generation; the update step alpha/sqrt(G) per
+    # element is ~0.3 sigma (alpha 3e-3) or ~1 sigma (alpha 1e-2).
+    "g8t4_s3e-3_a3e-3": _point(4, 3e-3, 3e-3, 1e-3),
+    "g8t4_s3e-3_a1e-2": _point(4, 1e-2, 3e-3, 1e-3),
+    "g8t4_s3e-3_a3e-3_anti": _point(4, 3e-3, 3e-3, 1e-3, antithetic=True),
+    "g8t4_s3e-3_a1e-3": _point(4, 1e-3, 3e-3, 1e-3),
+    "g8t4_s1e-2_a1e-2": _point(4, 1e-2, 1e-2, 3e-3),
 }
 
 

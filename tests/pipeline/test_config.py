@@ -12,11 +12,26 @@ from tests.workflow.conftest import REPO
 
 
 def base_config():
+    """config.yaml with every Table 1 row (scale tiny-table1: H*=1, 2 and all six methods),
+    the config most tests need; the default tiny `all` runs base and ESOpt at H*=1."""
+    from esopt.pipeline.config import merge_config
+
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    return copy.deepcopy(cfg)
+    table1 = yaml.safe_load((REPO / "config/scales/tiny-table1.yaml").read_text())
+    return copy.deepcopy(merge_config(cfg, table1))
 
 
-def test_default_config_gives_one_spec_per_horizon_method_seed():
+def test_the_default_tiny_run_is_esopt_against_base_with_statistics():
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    specs = {s.method: s for s in run_specs(cfg)}
+    assert sorted(specs) == ["base", "esopt"] and {s.horizon for s in specs.values()} == {1}
+    esopt = specs["esopt"]
+    assert esopt.generations >= 20 and esopt.eval_tasks >= 128  # issue 22's protocol
+    assert esopt.kept_generations() == [0, 10, 20]
+    assert specs["base"].eval_tasks == esopt.eval_tasks
+
+
+def test_table1_config_gives_one_spec_per_horizon_method_seed():
     specs = run_specs(base_config())
     assert len(specs) == 2 * 6 * 1  # H* x methods (base, 2 ES, 3 RL) x seeds
     esopt = next(s for s in specs if s.method == "esopt" and s.horizon == 2)

@@ -9,6 +9,14 @@ from tests.workflow.conftest import REPO, snakemake
 
 def test_dry_run_of_all_at_the_default_scale(workdir):
     out = snakemake(workdir, "-n", "all").stdout
+    # ESOpt at H*=1: 20 generations, checkpoints 10 and 20 and the base model evaluated
+    assert re.search(r"evaluate_directions\s+20\n", out) and "report_pdf" in out
+    assert re.search(r"evaluate_checkpoint\s+3\n", out) and "rl_train" not in out
+    assert re.search(r"landscape\s+1\n", out) and re.search(r"figure6\s+1\n", out)
+
+
+def test_dry_run_of_every_table1_row_at_the_tiny_scale(workdir):
+    out = snakemake(workdir, "-n", "all", "--config", "scale=tiny-table1").stdout
     assert "evaluate_directions" in out and "report_pdf" in out
     # 2 H* x 3 RL baselines, each one training job and one evaluation of its last step
     assert re.search(r"rl_train\s+6\n", out)
