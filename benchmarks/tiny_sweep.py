@@ -60,6 +60,9 @@ POINTS = {
     "g8t4_s3e-3_a3e-3_anti": _point(4, 3e-3, 3e-3, 1e-3, antithetic=True),
     "g8t4_s3e-3_a1e-3": _point(4, 1e-3, 3e-3, 1e-3),
     "g8t4_s1e-2_a1e-2": _point(4, 1e-2, 1e-2, 3e-3),
+    # The same step as g8t4_s3e-3_a3e-3 (z-scored weights: the step does not scale with
+    # sigma) on a 3x wider smoothing of the landscape.
+    "g8t4_s1e-2_a3e-3": _point(4, 3e-3, 1e-2, 3e-3),
 }
 
 
