@@ -49,6 +49,17 @@ def _point(tasks: int, alpha: float, sigma_0: float, sigma_t: float, antithetic=
             "sigma": {"esopt": {"kind": "cosine", "sigma_0": sigma_0, "sigma_T": sigma_t}}}
 
 
+def _countdown(tasks: int, alpha: float, sigma_0: float, sigma_t: float, population: int = 16,
+               count: int = 2) -> dict:
+    """Countdown (Qiu et al.'s ES-at-scale task) with `count` numbers: single-turn episodes
+    about 5x cheaper than a 4x4 Sudoku episode here, so more directions x tasks fit."""
+    decoder = {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "max_new_tokens": 24}
+    return {**_point(tasks, alpha, sigma_0, sigma_t, population=population),
+            "env": "countdown", "env_options": {"count": count, "max_number": 10, "few_shot": 3},
+            "train_decoder": decoder, "eval": {"decoder": decoder},
+            "landscape": {"enabled": False}}
+
+
 POINTS = {
     # G=8 x 8 tasks: the tiny scale before issue 22 (1 generation = 64 episodes, ~2 min
     # on one core here, so 20 generations do not fit the run command's budget).
@@ -63,12 +74,18 @@ POINTS = {
     # The same step as g8t4_s3e-3_a3e-3 (z-scored weights: the step does not scale with
     # sigma) on a 3x wider smoothing of the landscape.
     "g8t4_s1e-2_a3e-3": _point(4, 3e-3, 1e-2, 3e-3),
+    # Countdown with two numbers (base ~20-25% here): G=16 x 16 tasks per generation.
+    "cd2_g16t16_s3e-3_a3e-3": _countdown(16, 3e-3, 3e-3, 1e-3),
+    "cd2_g16t16_s1e-3_a1e-3": _countdown(16, 1e-3, 1e-3, 1e-3),
+    "cd2_g16t16_s3e-3_a1e-3": _countdown(16, 1e-3, 3e-3, 1e-3),
 }
 
 
 def point_spec(name: str, model: str, horizon: int, method: str, generations: int):
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     config = merge_config(config, {"model": model, "sudoku": POINTS[name]})
+    if "env_options" in POINTS[name]:  # another environment: its options replace Sudoku's
+        config["sudoku"]["env_options"] = POINTS[name]["env_options"]
     config["sudoku"]["es"]["generations"] = generations  # the sigma schedule spans them
     config["sudoku"]["horizons"] = [horizon]
     config["sudoku"]["methods"] = [method]
@@ -135,14 +152,14 @@ def run_point(name: str, args) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| point | H* | G x tasks | gens | train reward first 5 -> last 5 | base | final "
+    lines = ["| point | env, H* | G x tasks | gens | train reward first 5 -> last 5 | base | final "
              "| final - base [95% CI] | train min |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c = [m for m, _ in r["curve"]]
         k = min(5, len(c))
         lines.append(
-            f"| {r['point']} | {r['horizon']} | {r['G']} x {r['tasks_per_direction']} | "
+            f"| {r['point']} | {r['overrides'].get('env', 'sudoku')} {r['horizon']} | {r['G']} x {r['tasks_per_direction']} | "
             f"{r['generations']} | {np.mean(c[:k]):.3f} -> {np.mean(c[-k:]):.3f} | "
             f"{r['base']['mean']:.3f} | {r['final']['mean']:.3f} | "
             f"{r['diff']['mean']:+.3f} [{r['diff']['lo']:+.3f}, {r['diff']['hi']:+.3f}] | "
