@@ -115,10 +115,11 @@ def _report_figures(args) -> None:
     from esopt.report.figures import figure3, figure7, train_reward_figure
     from esopt.report.results import load_runs
 
-    specs = [s for s in load_runs(args.runs) if s.env == "sudoku"]
+    runs = load_runs(args.runs)
+    specs = [s for s in runs if s.env == "sudoku"]
     figure3(specs, args.out)
     figure7(specs, args.out)
-    train_reward_figure(specs, args.out)
+    train_reward_figure([s for s in runs if s.env in ("sudoku", "countdown")], args.out)
 
 
 def _report_landscape(args) -> None:

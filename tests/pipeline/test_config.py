@@ -23,12 +23,20 @@ def base_config():
 
 def test_the_default_tiny_run_is_esopt_against_base_with_statistics():
     cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    specs = {s.method: s for s in run_specs(cfg)}
-    assert sorted(specs) == ["base", "esopt"] and {s.horizon for s in specs.values()} == {1}
-    esopt = specs["esopt"]
-    assert esopt.generations >= 20 and esopt.eval_tasks >= 128  # issue 22's protocol
-    assert esopt.kept_generations() == [0, 10, 20]
-    assert specs["base"].eval_tasks == esopt.eval_tasks
+    runs = run_specs(cfg)
+    assert sorted({s.experiment for s in runs}) == ["countdown", "sudoku"]
+    for experiment in ("sudoku", "countdown"):
+        specs = {s.method: s for s in runs if s.experiment == experiment}
+        assert sorted(specs) == ["base", "esopt"] and {s.horizon for s in specs.values()} == {1}
+        esopt = specs["esopt"]
+        assert esopt.env == experiment
+        assert esopt.generations >= 20 and esopt.eval_tasks >= 128  # issue 22's protocol
+        assert esopt.kept_generations() == [0, 10, 20]
+        assert specs["base"].eval_tasks == esopt.eval_tasks
+    countdown = next(s for s in runs if (s.experiment, s.method) == ("countdown", "esopt"))
+    assert countdown.run_dir == "results/countdown/h1/esopt/seed0"
+    assert countdown.env_kwargs == {"count": 2, "max_number": 10, "few_shot": 3}
+    assert countdown.es.population_size == 16 and countdown.tasks_per_direction == 16
 
 
 def test_table1_config_gives_one_spec_per_horizon_method_seed():

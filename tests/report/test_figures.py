@@ -143,6 +143,27 @@ def test_train_reward_figure_draws_mean_band_and_extremes_of_the_es_runs(specs, 
     assert (0.0, 0.1, 0.5) in ys and (0.5, 0.75, 0.5) in ys and (0.2, 0.4, 0.5) in ys
 
 
+def test_train_reward_figure_has_a_panel_per_experiment(tmp_path, monkeypatch):
+    cfg = base_config()
+    cfg["experiments"] = ["sudoku", "countdown"]
+    cfg["sudoku"].update(horizons=[1], methods=["esopt"])
+    cfg["countdown"]["methods"] = ["esopt"]
+    specs = run_specs(cfg)
+    monkeypatch.chdir(tmp_path)
+    for s, mean in zip(specs, ([0.2, 0.3], [0.6, 0.9]), strict=True):
+        write_parquet_atomic(pa.table({"step": [1, 2], "reward_mean": mean,
+                                       "reward_std": [0.0, 0.0], "reward_min": mean,
+                                       "reward_max": mean}),
+                             tmp_path / s.run_dir / "ledger.parquet")
+    seen = _captured(monkeypatch, figures)
+    train_reward_figure(specs, tmp_path / "figures")
+    sudoku, countdown = seen[0].axes
+    assert (sudoku.get_title(), countdown.get_title()) == ("Sudoku, H*=1", "Countdown")
+    drawn = lambda ax: {tuple(np.round(line.get_ydata(), 6)) for line in ax.get_lines()}  # noqa: E731
+    assert (0.2, 0.3) in drawn(sudoku) and (0.6, 0.9) not in drawn(sudoku)
+    assert (0.6, 0.9) in drawn(countdown) and (0.2, 0.3) not in drawn(countdown)
+
+
 def test_gaussian_smoothing_is_a_renormalised_nan_aware_kernel_mean():
     flat = np.full((5, 5), 0.25)
     assert np.allclose(gaussian_smooth(flat, 1.0), 0.25)  # edges too: renormalised

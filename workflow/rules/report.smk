@@ -16,7 +16,7 @@ if SUDOKU_SPECS:
     rule tables:
         input:
             runs="results/runs.json",
-            results=report_inputs,
+            results=sudoku_results,
         output:
             TABLES,
         conda:
@@ -30,7 +30,7 @@ if SUDOKU_SPECS:
     rule figures:
         input:
             runs="results/runs.json",
-            results=report_inputs,
+            results=figure_results,
         output:
             pdf=report("results/figures/fig3.pdf", caption="../report/fig3.rst", category="Sudoku"),
             png="results/figures/fig3.png",
@@ -69,7 +69,7 @@ if COMPANION_OUTPUTS:
     rule companions_report:
         input:
             runs="results/runs.json",
-            results=report_inputs,
+            results=sudoku_results,
         output:
             table=report("results/tables/companions.md", caption="../report/companions.rst",
                          category="Companion ES"),
@@ -96,6 +96,7 @@ rule report_pdf:
         AHD_TABLES,
         MATH_OUTPUTS,
         runs="results/runs.json",
+        results=figure_results,  # the first page reads every run's evaluations and ledger
     output:
         report("results/report.pdf", caption="../report/report.rst", category="Report"),
     conda:

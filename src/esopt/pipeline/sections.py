@@ -29,7 +29,7 @@ from esopt.pipeline.spec import (
 )
 from esopt.runtime.sandbox import SandboxLimits
 
-EXPERIMENTS = ("sudoku", "math", "ahd")
+EXPERIMENTS = ("sudoku", "countdown", "math", "ahd")
 AHD_PROBLEMS = tuple(PROBLEMS)
 AHD_METHODS = ("sample", "esopt_sample", "eoh", "esopt_eoh")
 
@@ -255,6 +255,21 @@ class ExperimentSection:
 
 
 @dataclass(frozen=True)
+class CountdownSection(ExperimentSection):
+    """Countdown (the task of Qiu et al., ES at scale): single-turn arithmetic, the tiny
+    scale's second demonstration (SmolLM2-135M is at chance on Sudoku's moves); runs are
+    grouped like Sudoku's, the horizon only labels them (h1)."""
+
+    env: str = option("countdown", "registered environment name")
+    horizons: list[int] = option(factory=lambda: [1], item_minimum=1,
+                                 help="labels of the runs (Countdown is single-turn)")
+    landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
+                                         help="the reward landscape around the final "
+                                              "checkpoint (off by default: Figure 6 is "
+                                              "Sudoku's)")
+
+
+@dataclass(frozen=True)
 class MathSection(ExperimentSection):
     """Math with a Python tool (Table 3 math rows, Figure 8); the horizon is the turn
     limit."""
@@ -368,6 +383,9 @@ class Config:
                                     help="experiment sections to run")
     sudoku: ExperimentSection = option(factory=ExperimentSection,
                                        help="Agentic Sudoku (Table 1, Figure 3, Table 7)")
+    countdown: CountdownSection = option(factory=CountdownSection,
+                                         help="Countdown (the tiny scale's second "
+                                              "demonstration; training-reward figure)")
     math: MathSection = option(factory=MathSection,
                                help="math with a Python tool (Table 3, Figure 8)")
     ahd: AHDSection = option(factory=AHDSection, help="automatic heuristic design")

@@ -187,18 +187,20 @@ def _column(rows: dict, key: str) -> np.ndarray:
 
 
 def train_reward_figure(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
-    """The ES runs' training reward per generation, one panel per H*: the mean over the
-    generation's directions, a band of +-1 std over them and their min and max as thin
-    lines (from the ledgers). Writes train_reward.pdf and train_reward.png."""
-    horizons = sorted({s.horizon for s in specs}) or [None]
+    """The ES runs' training reward per generation, one panel per experiment and H*: the
+    mean over the generation's directions, a band of +-1 std over them and their min and
+    max as thin lines (from the ledgers). Writes train_reward.pdf and train_reward.png."""
+    order = list(dict.fromkeys(s.experiment for s in specs))  # as configured: Sudoku first
+    panels = sorted({(s.experiment, s.horizon) for s in specs},
+                    key=lambda p: (order.index(p[0]), p[1])) or [(None, None)]
     es = {m: runs for m, runs in _by_method(specs).items() if m in ES_METHODS + ASYNC_METHODS}
-    fig, axes = plt.subplots(1, len(horizons), figsize=(0.8 + 3.6 * len(horizons), 3.2),
+    fig, axes = plt.subplots(1, len(panels), figsize=(0.8 + 3.6 * len(panels), 3.2),
                              constrained_layout=True, squeeze=False)
-    for ax, h in zip(axes[0], horizons, strict=True):
+    for ax, (experiment, h) in zip(axes[0], panels, strict=True):
         drawn = False
         for method, runs in es.items():
             color = COLORS[method]
-            for k, s in enumerate(r for r in runs if r.horizon == h):
+            for k, s in enumerate(r for r in runs if (r.experiment, r.horizon) == (experiment, h)):
                 rows = ledger(s)
                 steps, mean = np.asarray(rows["step"]), _column(rows, "reward_mean")
                 std = _column(rows, "reward_std")
@@ -214,7 +216,8 @@ def train_reward_figure(specs: list[RunSpec], out_dir: str | Path) -> list[Path]
         ax.legend(handles + [Patch(color="grey", alpha=0.3), Line2D([], [], color="grey",
                                                                      lw=0.6)],
                   labels + ["±1 std over directions", "min / max over directions"], fontsize=6)
-        ax.set_title(f"H*={h}" if h is not None else "")
+        ax.set_title("" if h is None else "Countdown" if experiment == "countdown"
+                     else f"{experiment.capitalize()}, H*={h}")
         ax.set_xlabel("update (ES generation)")
         ax.set_ylabel("training reward (directions)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
