@@ -58,8 +58,7 @@ def extract_final_answer(completion: str) -> str | None:
     found = _FINAL.findall(completion)
     if not found:
         return None
-    answer = found[-1].strip().strip("`*\"' ").strip()
-    answer = answer[:-1].rstrip() if answer.endswith(".") else answer
+    answer = found[-1].strip().rstrip(".").strip("`*\"' ").rstrip(".").strip()
     return answer or None
 
 
