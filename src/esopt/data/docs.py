@@ -135,13 +135,14 @@ def render_page(doc_type: str, rng: random.Random) -> tuple[bytes, list, list]:
     if rows:
         y += 20
         cols = (x, x + 320, x + 430, x + 600)
-        for cx, head in zip(cols, ("Item", "Qty", "Unit Price", "Amount")):
+        for cx, head in zip(cols, ("Item", "Qty", "Unit Price", "Amount"), strict=True):
             draw.text((cx, y), head, font=body, fill=0)
         y += 34
         draw.line((x, y, width - 60, y), fill=0, width=2)
         y += 10
         for item, qty, price, amount in rows:
-            for cx, cell in zip(cols, (item, str(qty), _money(price)[0], _money(amount)[0])):
+            cells = (item, str(qty), _money(price)[0], _money(amount)[0])
+            for cx, cell in zip(cols, cells, strict=True):
                 draw.text((cx, y), cell, font=body, fill=0)
             y += 36
         draw.line((x, y, width - 60, y), fill=0, width=2)

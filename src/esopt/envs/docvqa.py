@@ -6,8 +6,8 @@ pixels. Each turn it either runs commands, writing a fenced ```bash block (inter
 output, or the error, comes back as the next user message), or answers with a
 `Final answer: <text>` line. The reward is the answer's ANLS (`esopt.envs.anls`), forced
 to 0 when the tool was never used, as in the paper; info carries ANLS and exact-match
-accuracy (scored the same way) and the answer's own values. The episode ends at the answer or after `max_turns`. Generated
-commands never run in this process.
+accuracy (scored the same way) and the answer's own values. The episode ends at the
+answer or after `max_turns`. Generated commands never run in this process.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def warm_up() -> None:
 def group_lines(boxes, texts) -> list[str]:
     """Join detected boxes (4 corner points each) into lines, top to bottom."""
     items = []
-    for box, text in zip(boxes, texts):
+    for box, text in zip(boxes, texts, strict=True):
         ys, xs = [p[1] for p in box], [p[0] for p in box]
         items.append((min(ys), max(ys), min(xs), str(text)))
     items.sort()
