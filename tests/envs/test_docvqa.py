@@ -89,6 +89,25 @@ def test_hub_records_map_to_doc_tasks():
         from_hub_records([{"question": "q", "answers": [], "image": _png()}])
 
 
+def test_hub_loader_asks_for_docvqa_validation_and_samples_by_seed(monkeypatch):
+    import sys
+    import types
+
+    calls = []
+    records = [{"questionId": i, "question": f"q{i}?", "answers": [f"a{i}"], "image": _png()}
+               for i in range(10)]
+
+    def load_dataset(*args, **kwargs):
+        calls.append((args, kwargs))
+        return records
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    tasks = load_docs("lmms-lab/DocVQA::4")
+    assert calls == [(("lmms-lab/DocVQA", "DocVQA"), {"split": "validation"})]
+    assert len(tasks) == 4 and tasks == load_docs("lmms-lab/DocVQA:validation:4")
+    assert all(t.answers == (f"a{t.id.split(':')[1]}",) for t in tasks)
+
+
 # --- the command shell (the trusted harness itself, on a cached OCR text) -------------
 
 def test_shell_commands_pipes_and_errors(tmp_path, monkeypatch):
