@@ -229,3 +229,13 @@ def test_turn_limit_ends_an_unanswered_episode():
 def test_doc_task_records_are_hashable_values():
     t = DocTask("x", b"png", "q?", ("a",))
     assert t == DocTask("x", b"png", "q?", ("a",)) and hash(t)
+
+
+def test_an_ocr_that_runs_out_of_time_is_a_timeout_and_the_episode_goes_on():
+    e = env(max_turns=2, tool_wall_s=1, tool_cpu_s=1, ocr_s=0, ocr_cache=False)
+    e.reset(ORACLE_PAGES[0])
+    r = e.step("```bash\nocr page.png\n```")
+    assert not r.done and r.info["tool_outcomes"] == ["timeout"]
+    assert r.observation[-1]["content"].startswith("```output\nError (timeout)")
+    r = e.step(f"Final answer: {e.task.answers[0]}")  # a failed call is still a tool use
+    assert r.done and r.reward == 1.0

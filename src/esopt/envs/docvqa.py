@@ -12,6 +12,7 @@ answer or after `max_turns`. Generated commands never run in this process.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import re
@@ -74,15 +75,16 @@ def remember_ocr(results: dict) -> None:
 @register("docvqa")
 class DocVQAEnv(Environment):
     """Options: data (`synthetic:COUNT:SEED` or a dataset id, see `load_docs`), max_turns,
-    skill (text appended to the system prompt), tool limits, output_chars, ocr_cache."""
+    skill (text appended to the system prompt), tool limits (`ocr_s` more seconds when the
+    page must be OCRed), output_chars, ocr_cache (reuse a page's OCR text by its hash)."""
 
     stop = ("```output",)
     indexed_tasks = True  # task seed i is document i (mod the number of tasks)
 
     def __init__(self, data: str = "synthetic:64:0", max_turns: int = 4, skill: str = "",
                  max_new_tokens: int = 256, output_chars: int = 1500,
-                 tool_wall_s: float = 60.0, tool_cpu_s: int = 40, tool_memory_mb: int = 2048,
-                 ocr_cache: bool = True):
+                 tool_wall_s: float = 20.0, tool_cpu_s: int = 10, tool_memory_mb: int = 2048,
+                 ocr_s: int = 120, ocr_cache: bool = True):
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.data, self.tasks = data, _tasks(data)
@@ -92,6 +94,10 @@ class DocVQAEnv(Environment):
         self.output_chars, self.ocr_cache = output_chars, ocr_cache
         self.limits = SandboxLimits(wall_s=tool_wall_s, cpu_s=tool_cpu_s,
                                     memory_mb=tool_memory_mb, output_chars=output_chars)
+        # A call that must OCR the page (not cached) gets `ocr_s` more wall and CPU seconds:
+        # a 1700x2200 scan takes ~30 s on a loaded 2-core machine, a synthetic page 2-10 s.
+        self.ocr_limits = dataclasses.replace(self.limits, wall_s=tool_wall_s + ocr_s,
+                                              cpu_s=tool_cpu_s + ocr_s)
         self._solved = False
 
     def system_prompt(self) -> str:
@@ -124,7 +130,8 @@ class DocVQAEnv(Environment):
         cached = self.ocr_cache and self.page_hash in _OCR_CACHE
         payload = {"script": script, "max_chars": self.output_chars,
                    "ocr_cache": {self.page_hash: _OCR_CACHE[self.page_hash]} if cached else {}}
-        result = run_sandboxed("", HARNESS if cached else HARNESS_OCR, payload, self.limits,
+        result = run_sandboxed("", HARNESS if cached else HARNESS_OCR, payload,
+                               self.limits if cached else self.ocr_limits,
                                files={IMAGE_NAME: self.task.image})
         self.tool_calls += 1
         self.tool_outcomes.append(result.outcome.value)
