@@ -239,3 +239,17 @@ def test_an_ocr_that_runs_out_of_time_is_a_timeout_and_the_episode_goes_on():
     assert r.observation[-1]["content"].startswith("```output\nError (timeout)")
     r = e.step(f"Final answer: {e.task.answers[0]}")  # a failed call is still a tool use
     assert r.done and r.reward == 1.0
+
+
+def test_the_rollout_engine_plays_docvqa_episodes_with_the_oracle():
+    from esopt.agent.rollout import run_episodes
+    from esopt.backends.base import Completion, SamplingParams
+
+    class Oracle:
+        def generate(self, conversations, sampling):
+            assert "```output" in sampling.stop
+            return [Completion(oracle_policy(c), 10, 10, "stop") for c in conversations]
+
+    episodes = run_episodes(Oracle(), env, ORACLE_PAGES[:2], SamplingParams(max_new_tokens=64))
+    assert [ep.num_turns for ep in episodes] == [2, 2] and not any(ep.failed for ep in episodes)
+    assert all(ep.success and ep.reward == 1.0 for ep in episodes)
