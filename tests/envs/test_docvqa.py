@@ -9,7 +9,14 @@ import os
 import pytest
 from PIL import Image
 
-from esopt.data.docs import DocTask, from_hub_records, load_docs, page_text, synthetic_tasks
+from esopt.data.docs import (
+    DocTask,
+    from_hub_records,
+    image_name,
+    load_docs,
+    page_text,
+    synthetic_tasks,
+)
 from esopt.envs import make_env, registered
 from esopt.envs.anls import anls, exact_match
 from esopt.envs.docvqa import extract_final_answer, oracle_answer, oracle_policy, tool_call
@@ -62,9 +69,15 @@ def test_synthetic_pages_are_seeded_and_answers_are_printed_on_them():
     assert load_docs("synthetic:3:3") == a[:3]
 
 
-def _png(color="white") -> bytes:
+def _jpeg(color="white", size=(40, 20), text="") -> bytes:
+    from PIL import ImageDraw, ImageFont
+
+    img = Image.new("RGB", size, color)
+    if text:
+        ImageDraw.Draw(img).text((20, 20), text, font=ImageFont.load_default(size=24),
+                                 fill="black")
     buf = io.BytesIO()
-    Image.new("RGB", (40, 20), color).save(buf, format="JPEG")
+    img.save(buf, format="JPEG", quality=90)
     return buf.getvalue()
 
 
@@ -74,34 +87,43 @@ def test_hub_records_map_to_doc_tasks():
         {"questionId": 337, "question": " what is the date mentioned? ",
          "question_types": ["handwritten"], "docId": 279, "ucsf_document_id": "xnbl0037",
          "ucsf_document_page_no": "1", "answers": ["March 11, 1969", "11 March 1969"],
-         "data_split": "val", "image": Image.open(io.BytesIO(_png()))},
+         "data_split": "val", "image": Image.open(io.BytesIO(_jpeg()))},
         {"questionId": 338, "question": "Whose name?", "answers": ["J. Doe"],
-         "image": {"bytes": _png("gray"), "path": None}},
+         "image": {"bytes": _jpeg("gray"), "path": None}},
     ]
     tasks = from_hub_records(records)
     assert [t.id for t in tasks] == ["docvqa:337", "docvqa:338"]
     assert tasks[0].question == "what is the date mentioned?" and tasks[0].doc_type == "xnbl0037"
     assert tasks[0].answers == ("March 11, 1969", "11 March 1969")
-    assert all(Image.open(io.BytesIO(t.image)).format == "PNG" for t in tasks)
+    # A decoded image is stored as PNG; encoded bytes (the loader asks for them) as they are.
+    assert Image.open(io.BytesIO(tasks[0].image)).format == "PNG"
+    assert tasks[1].image == records[1]["image"]["bytes"]
+    assert [image_name(t.image) for t in tasks] == ["page.png", "page.jpg"]
     with pytest.raises(ValueError, match="needs"):
         from_hub_records([{"question": "q", "answers": ["a"]}])
     with pytest.raises(ValueError, match="no gold"):
-        from_hub_records([{"question": "q", "answers": [], "image": _png()}])
+        from_hub_records([{"question": "q", "answers": [], "image": _jpeg()}])
 
 
-def test_hub_loader_asks_for_docvqa_validation_and_samples_by_seed(monkeypatch):
+def _fake_datasets(monkeypatch, records):
+    """A stand-in `datasets` module whose load_dataset returns `records` (no network)."""
     import sys
     import types
 
     calls = []
-    records = [{"questionId": i, "question": f"q{i}?", "answers": [f"a{i}"], "image": _png()}
-               for i in range(10)]
 
     def load_dataset(*args, **kwargs):
         calls.append((args, kwargs))
         return records
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    return calls
+
+
+def test_hub_loader_asks_for_docvqa_validation_and_samples_by_seed(monkeypatch):
+    records = [{"questionId": i, "question": f"q{i}?", "answers": [f"a{i}"], "image": _jpeg()}
+               for i in range(10)]
+    calls = _fake_datasets(monkeypatch, records)
     tasks = load_docs("lmms-lab/DocVQA::4")
     assert calls == [(("lmms-lab/DocVQA", "DocVQA"), {"split": "validation"})]
     assert len(tasks) == 4 and tasks == load_docs("lmms-lab/DocVQA:validation:4")
@@ -253,3 +275,24 @@ def test_the_rollout_engine_plays_docvqa_episodes_with_the_oracle():
     episodes = run_episodes(Oracle(), env, ORACLE_PAGES[:2], SamplingParams(max_new_tokens=64))
     assert [ep.num_turns for ep in episodes] == [2, 2] and not any(ep.failed for ep in episodes)
     assert all(ep.success and ep.reward == 1.0 for ep in episodes)
+
+
+def test_a_hub_scan_is_page_jpg_in_the_sandbox(monkeypatch):
+    import hashlib
+
+    from esopt.envs.docvqa import remember_ocr
+
+    scan = _jpeg(size=(420, 80), text="Total: $5.00")
+    _fake_datasets(monkeypatch, [{"questionId": 7, "question": "What is the Total?",
+                                  "answers": ["$5.00", "5.00"], "image": {"bytes": scan}}])
+    # Its OCR text is cached (real OCR is the oracle test's), so the call stays light.
+    remember_ocr({hashlib.sha256(scan).hexdigest(): "Total: $5.00"})
+    e = make_env("docvqa", data="lmms-lab/DocVQA:validation:1")
+    obs = e.reset(0)
+    assert obs[-1]["content"].startswith("Document: page.jpg\n")
+    r = e.step("```bash\nls; cat page.jpg\n```")
+    assert r.observation[-1]["content"] == ("```output\npage.jpg\ncat: page.jpg: binary file "
+                                            "(an image: use `ocr page.jpg`)\n```")
+    r = e.step(oracle_policy(obs))
+    assert r.info["tool_outcomes"] == ["ok", "ok"]
+    assert e.step(oracle_policy(r.observation)).reward == 1.0

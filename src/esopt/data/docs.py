@@ -1,6 +1,6 @@
 """Document VQA tasks: seeded synthetic pages (PIL), or the Hub's DocVQA by dataset id.
 
-A task is one page image (PNG bytes), one question and its gold answers (a list: DocVQA
+A task is one page image (encoded bytes), one question and its gold answers (a list: DocVQA
 accepts any of them). `synthetic:COUNT:SEED` renders invoices, forms, receipts and letters
 with key-value fields, a small item table, dates and totals, so tests and the tiny scale
 need no network; `lmms-lab/DocVQA` (needs `datasets` and network) maps the Hub's fields
@@ -22,7 +22,7 @@ HUB_CONFIG = "DocVQA"
 @dataclass(frozen=True)
 class DocTask:
     id: str
-    image: bytes  # PNG
+    image: bytes  # encoded: PNG (synthetic pages) or the Hub's own JPEG
     question: str
     answers: tuple[str, ...]
     doc_type: str = ""
@@ -202,17 +202,25 @@ def page_text(task_seed: int, seed: int = 0) -> str:
 # --- the Hub's DocVQA -------------------------------------------------------------------
 
 
-def _png_of(image) -> bytes:
-    """PNG bytes of a Hub image field: a PIL image, {"bytes": ...} or raw bytes."""
+def _image_bytes(image) -> bytes:
+    """Encoded bytes of a Hub image field: {"bytes": ...} or raw bytes are kept as they
+    are (a DocVQA scan is a ~0.2 MB JPEG; as PNG it would be ~4 MB in memory), a decoded
+    PIL image is saved as PNG."""
     if isinstance(image, dict):
-        image = image.get("bytes") or open(image["path"], "rb").read()
+        if image.get("bytes"):
+            return bytes(image["bytes"])
+        with open(image["path"], "rb") as f:
+            return f.read()
     if isinstance(image, (bytes, bytearray)):
-        from PIL import Image
-
-        image = Image.open(io.BytesIO(image))
+        return bytes(image)
     buf = io.BytesIO()
     image.convert("RGB").save(buf, format="PNG")
     return buf.getvalue()
+
+
+def image_name(data: bytes) -> str:
+    """The file name a page gets in the sandbox: page.jpg for a JPEG, else page.png."""
+    return "page.jpg" if data[:3] == b"\xff\xd8\xff" else "page.png"
 
 
 def from_hub_records(records, source: str = HUB_ID) -> list[DocTask]:
@@ -227,7 +235,7 @@ def from_hub_records(records, source: str = HUB_ID) -> list[DocTask]:
         if not answers:
             raise ValueError(f"{source} record {i}: no gold answers (a test split?)")
         qid = r.get("questionId", r.get("question_id", i))
-        out.append(DocTask(f"docvqa:{qid}", _png_of(r["image"]), str(r["question"]).strip(),
+        out.append(DocTask(f"docvqa:{qid}", _image_bytes(r["image"]), str(r["question"]).strip(),
                            answers, str(r.get("ucsf_document_id", ""))))
     return out
 
@@ -242,6 +250,8 @@ def load_hub(dataset_id: str = HUB_ID, split: str = "validation", limit: int | N
         raise RuntimeError("loading a dataset id needs `pip install datasets`") from e
     ds = datasets.load_dataset(dataset_id, HUB_CONFIG if dataset_id == HUB_ID else None,
                                split=split)
+    if hasattr(ds, "cast_column"):  # the encoded bytes, not a decoded (and re-encoded) image
+        ds = ds.cast_column("image", datasets.Image(decode=False))
     index = list(range(len(ds)))
     if limit is not None and limit < len(index):
         index = sorted(random.Random(seed).sample(index, limit))

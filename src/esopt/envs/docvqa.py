@@ -1,6 +1,7 @@
 """DocVQA with an OCR tool: a text-only agent answers a question about a page image.
 
-The page lies in the sandbox's working directory as `page.png`; the policy never sees
+The page lies in the sandbox's working directory as `page.png` (`page.jpg` for a
+Hub scan); the policy never sees
 pixels. Each turn it either runs commands, writing a fenced ```bash block (interpreted by
 `esopt.tools.shell` inside the sandbox child: `ocr page.png`, `grep`, `head`, ...; the
 output, or the error, comes back as the next user message), or answers with a
@@ -18,17 +19,17 @@ import hashlib
 import re
 
 from esopt.backends.base import Conversation
-from esopt.data.docs import DocTask, load_docs
+from esopt.data.docs import DocTask, image_name, load_docs
 from esopt.envs.anls import anls, exact_match
 from esopt.envs.base import Environment, StepResult, register
 from esopt.runtime.sandbox import SandboxLimits, run_sandboxed
 
-IMAGE_NAME = "page.png"
 SYSTEM = (
-    "Answer the question about a document. The document is the image file page.png in "
-    "your working directory; you cannot see it, but you have a shell tool: write commands "
-    "in a ```bash block and stop, and their output comes back to you. `ocr page.png` "
-    "prints the page's text, one line per row; grep, head, tail, cat, wc and ls work too. "
+    "Answer the question about a document. The document is an image file in your working "
+    "directory (its name comes with the question); you cannot see it, but you have a shell "
+    "tool: write commands in a ```bash block and stop, and their output comes back to you. "
+    "`ocr FILE` prints the page's text, one line per row; grep, head, tail, cat, wc and ls "
+    "work too. "
     "When you know the answer, finish with a last line of the form "
     "'Final answer: <answer>', copying the answer as it is written on the page."
 )
@@ -106,9 +107,10 @@ class DocVQAEnv(Environment):
     def reset(self, seed: int) -> Conversation:
         self.task = self.tasks[seed % len(self.tasks)]
         self.page_hash = hashlib.sha256(self.task.image).hexdigest()
+        self.image_name = image_name(self.task.image)  # page.png, or page.jpg (Hub scans)
         self.turn, self.tool_calls, self._solved = 0, 0, False
         self.tool_outcomes: list[str] = []
-        question = f"Document: {IMAGE_NAME}\nQuestion: {self.task.question}"
+        question = f"Document: {self.image_name}\nQuestion: {self.task.question}"
         self.messages = [{"role": "system", "content": self.system_prompt()},
                          {"role": "user", "content": question}]
         return list(self.messages)
@@ -132,7 +134,7 @@ class DocVQAEnv(Environment):
                    "ocr_cache": {self.page_hash: _OCR_CACHE[self.page_hash]} if cached else {}}
         result = run_sandboxed("", HARNESS if cached else HARNESS_OCR, payload,
                                self.limits if cached else self.ocr_limits,
-                               files={IMAGE_NAME: self.task.image})
+                               files={self.image_name: self.task.image})
         self.tool_calls += 1
         self.tool_outcomes.append(result.outcome.value)
         if not result.ok:
@@ -153,7 +155,7 @@ class DocVQAEnv(Environment):
         answer = extract_final_answer(completion)
         if answer is None:
             return self._reply(completion, "Run commands in a ```bash block (try `ocr "
-                               f"{IMAGE_NAME}`), or finish with 'Final answer: <answer>'.",
+                               f"{self.image_name}`), or finish with 'Final answer: <answer>'.",
                                {"answer": None})
         score, correct = anls(answer, self.task.answers), exact_match(answer, self.task.answers)
         used_tool = self.tool_calls > 0
@@ -213,9 +215,10 @@ def oracle_answer(question: str, text: str) -> str:
 def oracle_policy(observation: Conversation) -> str:
     """The oracle's next completion: run `ocr page.png`, then answer from its output."""
     last = observation[-1]["content"]
+    first = next(m["content"] for m in observation if m["role"] == "user")
     if not last.startswith("```output"):
-        return f"Let me read the page.\n```bash\nocr {IMAGE_NAME}\n```"
-    question = next(m["content"] for m in observation if m["role"] == "user")
-    question = question.split("Question:", 1)[-1].strip()
+        name = re.search(r"Document: (\S+)", first)
+        return f"Let me read the page.\n```bash\nocr {name.group(1) if name else 'page.png'}\n```"
+    question = first.split("Question:", 1)[-1].strip()
     text = last.removeprefix("```output").removesuffix("```")
     return f"Final answer: {oracle_answer(question, text)}"

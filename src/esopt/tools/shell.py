@@ -21,6 +21,7 @@ import shlex
 
 COMMANDS = ("ocr", "tesseract", "ls", "cat", "grep", "head", "tail", "wc", "echo", "pwd")
 MAX_INPUT_BYTES = 20 << 20  # a bigger file is refused before it is read
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")  # PNG, JPEG
 
 
 class ShellError(Exception):
@@ -57,7 +58,7 @@ class _Shell:
         parts = []
         for name in args:
             data = self.read(cmd, name)
-            if b"\0" in data[:4096] or data[:8] == b"\x89PNG\r\n\x1a\n":
+            if b"\0" in data[:4096] or data.startswith(_IMAGE_MAGIC):
                 raise ShellError(f"{cmd}: {name}: binary file (an image: use `ocr {name}`)")
             parts.append(data.decode("utf-8", "replace"))
         return "".join(parts)
