@@ -240,6 +240,16 @@ def test_hostile_tool_calls_come_back_as_errors_and_the_episode_goes_on(script, 
     assert r.done and r.reward == 1.0 and e.success
 
 
+def test_the_history_keeps_the_block_and_drops_what_follows_it(page_ocr_cached):
+    e = env()
+    e.reset(ORACLE_PAGES[0])
+    r = e.step("Look.\n```bash\nls\n```\nFinal answer: guess")
+    assert r.observation[-2]["content"] == "Look.\n```bash\nls\n```" and not r.done
+    r = e.step("```bash\nls")  # cut off before its closing fence: kept whole
+    assert r.observation[-2]["content"] == "```bash\nls"
+    assert r.observation[-1]["content"] == "```output\npage.png\n```"
+
+
 def test_turn_limit_ends_an_unanswered_episode():
     e = env(max_turns=2)
     e.reset(2)

@@ -149,9 +149,11 @@ class DocVQAEnv(Environment):
         script = tool_call(completion)
         if script is not None:
             output = self.run_tool(script)
-            block = completion[: completion.find("```", completion.find("```") + 3) + 3]
-            return self._reply(block if block.strip() else completion,
-                               f"```output\n{output[: self.output_chars]}\n```", {})
+            # The history keeps the completion up to its first block's closing fence (all
+            # of it when the block was cut off unclosed).
+            close = completion.find("```", completion.find("```") + 3)
+            block = completion[: close + 3] if close >= 0 else completion
+            return self._reply(block, f"```output\n{output[: self.output_chars]}\n```", {})
         answer = extract_final_answer(completion)
         if answer is None:
             return self._reply(completion, "Run commands in a ```bash block (try `ocr "
