@@ -162,19 +162,27 @@ def run_sandboxed(
     limits: SandboxLimits = SandboxLimits(),
     *,
     isolate_network: bool = True,
+    files: dict[str, bytes] | None = None,
 ) -> SandboxResult:
     """Execute `source`, then `harness(namespace, payload)` in a sandboxed child process.
 
     `harness` is "package.module:function", imported by the child before the guard goes
     up; its return value must be JSON-serialisable and comes back as `result.value`.
+    `files` (plain names -> bytes) are written into the child's working directory first
+    (the page image of a document task).
     """
     if ":" not in harness:
         raise ValueError(f"harness must be 'module:function', got {harness!r}")
+    for name in files or {}:
+        if not name or name != Path(name).name or name in (".", ".."):
+            raise ValueError(f"sandbox files: {name!r} is not a plain file name")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="esopt-sandbox-") as tmp:
         tmp = Path(tmp)
         work = tmp / "work"
         work.mkdir()
+        for name, data in (files or {}).items():
+            (work / name).write_bytes(data)
         job = {"source": source, "harness": harness, "payload": payload, "work": str(work),
                "limits": limits}
         (tmp / "job.pkl").write_bytes(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
