@@ -170,7 +170,8 @@ def ahd_run_list(config: dict):
     if "ahd" not in cfg.experiments:
         return []
     try:
-        return ahd_runs(cfg.ahd, model_dir(cfg.model))
+        return ahd_runs(cfg.ahd, model_dir(cfg.model), backend=cfg.backend,
+                        serving_dtype=cfg.serving_dtype, runtime=plain(cfg.runtime))
     except AHDConfigError as e:
         raise ConfigError(str(e)) from None
 
