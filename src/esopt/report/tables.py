@@ -74,12 +74,17 @@ def duration(seconds: float) -> str:
 TIME_COLUMNS = ("load_s", "generate_s", "noise_s", "score_s", "update_s", "save_s")
 
 
-def training_cost(spec: RunSpec) -> tuple[float, float, int]:
-    """(FLOPs, seconds, training episodes) of a run from its ledger: every phase, model
-    loading included (an ES run loads the model in each DAG job; an RL run once)."""
+def training_cost(spec: RunSpec) -> tuple[float, float, float, int]:
+    """(FLOPs, wall-clock seconds, worker-seconds, training episodes) of a run from its
+    ledger. Worker-seconds: every phase of every job summed, model loading included (an
+    ES run loads the model in each DAG job; an RL run once), so parallel ES shards add up.
+    Wall-clock: the run's elapsed time (`wall_s` per step: an RL or async run's process
+    time; an ES generation's slowest shard + its update, see pipeline.rl.generation_wall_s);
+    a ledger without `wall_s` (written before it existed) falls back to worker-seconds."""
     rows = ledger(spec)
-    seconds = sum(sum(rows[c]) for c in TIME_COLUMNS if c in rows)
-    return float(sum(rows["flops"])), float(seconds), int(sum(rows["episodes"]))
+    worker_s = float(sum(sum(rows[c]) for c in TIME_COLUMNS if c in rows))
+    wall_s = float(sum(rows["wall_s"])) if "wall_s" in rows else worker_s
+    return float(sum(rows["flops"])), wall_s, worker_s, int(sum(rows["episodes"]))
 
 
 def training_failures(spec: RunSpec) -> tuple[int, int]:
@@ -97,13 +102,14 @@ def _failures_cell(failures: list[tuple[int, int]], es: bool) -> str:
 
 
 def table2(specs: list[RunSpec]) -> Table:
-    """Rows: trained methods; per H*: training FLOPs, time and episodes (mean over
-    seeds), and failed episodes (environment errors; for ES also the directions they
+    """Rows: trained methods; per H*: training FLOPs, wall-clock time, worker time and
+    episodes (mean over seeds), and failed episodes (environment errors; for ES also the directions they
     excluded from the updates), summed over seeds. The episodes say how much training
     each method's budget bought."""
     horizons = sorted({s.horizon for s in specs})
     header = ["Method"] + [f"H*={h} {c}" for h in horizons
-                           for c in ("FLOPs", "Time", "Episodes", "Failed")]
+                           for c in ("FLOPs", "Wall-clock", "Worker time", "Episodes",
+                                     "Failed")]
     rows = []
     for method, runs in _by_method(specs).items():
         if method == "base":
@@ -113,12 +119,14 @@ def table2(specs: list[RunSpec]) -> Table:
             at_h = [s for s in runs if s.horizon == h]
             if at_h:
                 costs = [training_cost(s) for s in at_h]
-                flops, seconds, episodes = (float(np.mean(c)) for c in zip(*costs, strict=True))
-                cells += [si(flops, "FLOPs"), duration(seconds), f"{episodes:.0f}",
+                flops, wall_s, worker_s, episodes = (float(np.mean(c))
+                                                     for c in zip(*costs, strict=True))
+                cells += [si(flops, "FLOPs"), duration(wall_s), duration(worker_s),
+                          f"{episodes:.0f}",
                           _failures_cell([training_failures(s) for s in at_h],
                                          method in ES_METHODS)]
             else:
-                cells += ["–", "–", "–", "–"]
+                cells += ["–"] * 5
         rows.append(cells)
     return header, rows
 
