@@ -57,16 +57,18 @@ def specs(tmp_path, monkeypatch):
 
 def test_table1_pools_seeds_and_repeats_and_takes_the_peak_memory(specs):
     header, rows = table1(specs)
-    assert header == ["Method", "Peak memory", "H*=1", "H*=2"]
+    assert header == ["Method", "Peak memory (measured)", "Memory req. (weights + optimiser)",
+                      "H*=1", "H*=2"]
     by = {r[0]: r for r in rows}
     # esopt H*=1: per-repeat rates 0.75, 0.5 for each of 2 seeds -> mean 62.5, std 12.5
-    assert by["+ Agentic ESOpt"][2] == "62.50±12.50"
-    assert by["+ Agentic ESOpt"][3] == "0.00±0.00"
-    assert by["Base model"][2] == "25.00±0.00"
+    assert by["+ Agentic ESOpt"][3] == "62.50±12.50"
+    assert by["+ Agentic ESOpt"][4] == "0.00±0.00"
+    assert by["Base model"][3] == "25.00±0.00"
+    assert by["Base model"][2] == "–"  # no base checkpoint manifest here
     assert by["Base model"][1] == f"{1100 / 1024:.2f}GB"
     assert by["+ Vanilla ES"][1] == f"{1600 / 1024:.2f}GB"  # an evaluation above its ledger
     assert by["+ Agentic GRPO †"][1] == f"{8000 / 1024:.2f}GB"  # the training step's peak
-    assert by["+ Agentic GRPO ‡ (GRPO-B)"][2] == "62.50±12.50"
+    assert by["+ Agentic GRPO ‡ (GRPO-B)"][3] == "62.50±12.50"
     assert [r[0] for r in rows][-3:] == ["+ Agentic GRPO †", "+ Agentic GRPO ‡ (GRPO-B)",
                                          "+ Agentic PPO"]
 
@@ -98,8 +100,8 @@ def test_table2_sums_each_runs_ledger_and_averages_seeds(specs):
 def test_table1_names_failed_evaluation_episodes_apart(specs):
     _, rows = table1(specs)
     by = {r[0]: r for r in rows}
-    assert by["+ Agentic PPO"][2] == "12.50±12.50 (2 failed)"  # 1 per seed
-    assert by["+ Agentic ESOpt"][2] == "62.50±12.50"
+    assert by["+ Agentic PPO"][3] == "12.50±12.50 (2 failed)"  # 1 per seed
+    assert by["+ Agentic ESOpt"][3] == "62.50±12.50"
 
 
 def specs_of(specs, method):
@@ -120,3 +122,21 @@ def test_latex_and_markdown_escape_and_align():
     assert r"a\_b" in tex and r"$\pm$" in tex and tex.count(r"\\") == 2
     md = to_markdown(table)
     assert md.splitlines()[1] == "|---|---|"
+
+
+@pytest.mark.parametrize("dtype, es_gb, rl_gb", [("float32", 4.0, 20.0), ("bfloat16", 2.0, 22.0)])
+def test_table1_memory_requirement_counts_weights_and_optimiser_state(specs, dtype, es_gb,
+                                                                       rl_gb):
+    """2**30 parameters: inference / ES hold the serving weights; the RL baselines also
+    the reference, float32 gradients and AdamW moments (+ the float32 master and the
+    serving-precision gradients when serving in bf16)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    model = Path(specs[0].model)
+    model.mkdir(parents=True)
+    (model / "manifest.json").write_text(json.dumps({"num_parameters": 2**30}))
+    _, rows = table1([replace(s, serving_dtype=dtype) for s in specs])
+    by = {r[0]: r for r in rows}
+    assert by["Base model"][2] == by["+ Agentic ESOpt"][2] == f"{es_gb:.2f}GB"
+    assert by["+ Agentic GRPO †"][2] == by["+ Agentic PPO"][2] == f"{rl_gb:.2f}GB"
