@@ -140,3 +140,30 @@ def test_table1_memory_requirement_counts_weights_and_optimiser_state(specs, dty
     by = {r[0]: r for r in rows}
     assert by["Base model"][2] == by["+ Agentic ESOpt"][2] == f"{es_gb:.2f}GB"
     assert by["+ Agentic GRPO †"][2] == by["+ Agentic PPO"][2] == f"{rl_gb:.2f}GB"
+
+
+def test_eval_only_models_get_rows_of_their_own_first(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    cfg = base_config()
+    cfg["sudoku"].update(methods=["base", "esopt"], horizons=[1])
+    cfg["eval_models"] = ["Qwen/Qwen3.5-27B"]
+    specs = run_specs(cfg)
+    monkeypatch.chdir(tmp_path)
+    for s in specs:
+        big = bool(s.eval_model)
+        _write_eval(tmp_path / s.run_dir, s.generations, [0.75 if big else 0.25] * 2,
+                    peak=50_000 if big else 1000)
+        if s.generations:
+            write_parquet_atomic(pa.table({"step": [1], "peak_memory_mb": [900.0],
+                                           "flops": [1.0], "episodes": [8]}),
+                                 tmp_path / s.run_dir / "ledger.parquet")
+    big = next(s for s in specs if s.eval_model)
+    Path(big.model).mkdir(parents=True)
+    (Path(big.model) / "manifest.json").write_text(json.dumps({"num_parameters": 2**30}))
+    _, rows = table1(specs)
+    assert [r[0] for r in rows] == ["Qwen/Qwen3.5-27B (evaluation only)", "Base model",
+                                    "+ Agentic ESOpt"]
+    assert rows[0][1:] == [f"{50_000 / 1024:.2f}GB", "4.00GB", "75.00±0.00"]
+    assert rows[1][3] == "25.00±0.00"  # the base row holds only the base model's runs
+    assert all(r[0] != "Qwen/Qwen3.5-27B" for r in table2(specs)[1])
