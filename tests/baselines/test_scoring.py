@@ -2,8 +2,8 @@
 
 import torch
 
-from tests.baselines.test_grpo import text_batch
 from esopt.baselines.scoring import prefix_shared_forward, shared_prefix_length
+from tests.baselines.test_grpo import text_batch
 
 PREFIX = "You are playing a game. Rules: answer with one line. Example: r1c1=2. "
 

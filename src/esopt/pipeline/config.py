@@ -154,13 +154,13 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
         schedule = sigma_schedule(_sigma_config(exp, h, "base"), es.generations)
         for model, path in (eval_models or {}).items():
             for seed in exp.seeds:
-                specs.append(_check(name, lambda kw=dict(
-                    horizon=h, method="base", seed=seed, asynchrony=asynchrony,
-                    es=ESConfig(population_size=es.population_size, alpha=es.alpha,
-                                sigma=schedule, shaping=es.shaping, antithetic=es.antithetic,
-                                run_seed=seed),
-                    train_decoder=exp.train_decoder.sampling(), eval_model=model): RunSpec(
-                        **{**shared, "model": path}, **kw)))
+                base_es = ESConfig(population_size=es.population_size, alpha=es.alpha,
+                                   sigma=schedule, shaping=es.shaping,
+                                   antithetic=es.antithetic, run_seed=seed)
+                kw = dict(shared, model=path, horizon=h, method="base", seed=seed,
+                          asynchrony=asynchrony, es=base_es, eval_model=model,
+                          train_decoder=exp.train_decoder.sampling())
+                specs.append(_check(name, lambda kw=kw: RunSpec(**kw)))
     return specs
 
 

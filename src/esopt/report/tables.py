@@ -140,9 +140,9 @@ def _failures_cell(failures: list[tuple[int, int]], es: bool) -> str:
 
 def table2(specs: list[RunSpec]) -> Table:
     """Rows: trained methods; per H*: training FLOPs, wall-clock time, worker time and
-    episodes (mean over seeds), and failed episodes (environment errors; for ES also the directions they
-    excluded from the updates), summed over seeds. The episodes say how much training
-    each method's budget bought."""
+    episodes (mean over seeds), and failed episodes (environment errors; for ES also the
+    directions they excluded from the updates), summed over seeds. The episodes say how
+    much training each method's budget bought."""
     horizons = sorted({s.horizon for s in specs})
     header = ["Method"] + [f"H*={h} {c}" for h in horizons
                            for c in ("FLOPs", "Wall-clock", "Worker time", "Episodes",
