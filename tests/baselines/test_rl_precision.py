@@ -1,6 +1,7 @@
 """A bf16-served policy trains float32 parameters: a 1e-6 AdamW step moves them, where
 the same step on the bf16 parameters themselves rounds away."""
 
+import pytest
 import torch
 
 from esopt.backends.hf import HFPolicy
@@ -60,3 +61,21 @@ def test_bf16_served_ppo_step_trains_float32_parameters_and_head(tiny_dir):
     step = max(float((policy.master[n] - start[n]).abs().max()) for n in trainer.names)
     assert moved > 10_000 and step < 1.5e-6  # lr-sized float32 steps, not bf16 rounding
     assert torch.count_nonzero(trainer.head.linear.bias) == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_same_seed_steps_to_the_same_weights(tiny_dir, dtype):
+    """Same checkpoint, config and seed: bit-identical float32 weights after a step (what
+    the run's checkpoint hashes rest on)."""
+    from esopt.backends.base import SamplingParams
+    from tests.baselines.test_grpo import VariedReward  # noqa: F401  (registers test_varied)
+
+    def trained():
+        policy = HFPolicy.load(tiny_dir, serving_dtype=dtype)
+        cfg = GRPOConfig(group_size=2, lr=1e-4, seed=3,
+                         train_decoder=SamplingParams(max_new_tokens=6, temperature=1.0))
+        GRPOTrainer(policy, cfg).step("test_varied", {}, [0, 1])
+        return policy.master
+
+    a, b = trained(), trained()
+    assert all(torch.equal(a[n], b[n]) for n in a)
