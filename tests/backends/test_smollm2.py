@@ -80,4 +80,4 @@ def test_chat_answers_end_with_the_end_of_turn_token(smollm2_dir):
              ("What is 2 + 3? Answer with a number.", "Name a colour.",
               "What is the capital of France?")]
     out = policy.generate(convs, SamplingParams(max_new_tokens=40))
-    assert all(c.finish_reason == "stop" and c.text.strip() for c in out), out
+    assert all(c.finish_reason == "eos" and c.text.strip() for c in out), out

@@ -56,6 +56,26 @@ def test_greedy_generation_agrees_with_the_hf_backend(engine, hf):
     assert sum(same) >= len(same) - 1
 
 
+def test_generated_ids_and_finish_reasons(engine):
+    """As the HF backend: the sampled ids (EOS last on `eos`, the stop string's tokens kept
+    on `stop` while the text is cut, nothing appended on `length`)."""
+    from dataclasses import replace
+
+    tok = engine.tokenizer
+    conv = [{"role": "user", "content": "Say hello and tell me about Paris."}]
+    sampling = SamplingParams(max_new_tokens=24, temperature=1.0, seed=1)
+    free = engine.generate([conv], sampling)[0]
+    assert free.finish_reason == "length" and len(free.token_ids) == 24
+    assert tok.eos_token_id not in free.token_ids
+    stop = free.text[8:11]
+    cut = engine.generate([conv], replace(sampling, stop=(stop,)))[0]
+    assert cut.finish_reason == "stop" and stop not in cut.text
+    assert stop in tok.decode(list(cut.token_ids), skip_special_tokens=True)
+    assert cut.token_ids == free.token_ids[:len(cut.token_ids)]
+    ended = engine.generate(conversations()[:1], GREEDY)[0]
+    assert ended.finish_reason == "eos" and ended.token_ids[-1] == tok.eos_token_id
+
+
 def test_perturbation_reaches_every_logical_tensor_bit_for_bit(engine, hf):
     master = engine.master()
     assert set(master) == set(hf.parameter_names)

@@ -8,6 +8,7 @@ from esopt.backends.base import SamplingParams
 from esopt.baselines.grpo import (
     GRPOConfig,
     GRPOTrainer,
+    RLSample,
     build_batch,
     group_advantages,
     grpo_loss,
@@ -41,6 +42,15 @@ if "test_varied" not in registered():
     register("test_varied")(VariedReward)
 
 
+def text_batch(tokenizer, triples):
+    """A batch of (prompt text, completion text, advantage), each encoded on its own."""
+    def ids(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    return build_batch([RLSample(ids(p), ids(c), a) for p, c, a in triples],
+                       tokenizer.pad_token_id)
+
+
 def test_group_advantages_are_zero_for_equal_rewards():
     adv = group_advantages([[1.0, 1.0, 1.0], [0.0, 1.0, 2.0]])
     np.testing.assert_array_equal(adv[0], [0.0, 0.0, 0.0])
@@ -48,7 +58,7 @@ def test_group_advantages_are_zero_for_equal_rewards():
 
 
 def test_loss_gradient_is_zero_on_environment_tokens(tiny_policy):
-    batch = build_batch(tiny_policy.tokenizer, [("system and user text", "policy text", 1.0),
+    batch = text_batch(tiny_policy.tokenizer, [("system and user text", "policy text", 1.0),
                                                 ("tool output here", "more", -1.0)])
     mask = batch.loss_mask[:, 1:]
     with torch.no_grad():
@@ -67,7 +77,7 @@ def test_loss_gradient_is_zero_on_environment_tokens(tiny_policy):
 def test_equal_reward_groups_give_no_gradient(tiny_policy):
     trainer = GRPOTrainer(tiny_policy, GRPOConfig(group_size=2))
     samples = [("prompt a", "x y", 0.0), ("prompt a", "z", 0.0)]  # equal rewards: A = 0
-    batch = build_batch(tiny_policy.tokenizer, samples)
+    batch = text_batch(tiny_policy.tokenizer, samples)
     logp = token_logprobs(trainer.model, batch)
     loss, _ = grpo_loss(logp, logp.detach(), logp.detach(), batch.advantages,
                         batch.loss_mask[:, 1:], 0.2, 1e-3)
@@ -101,7 +111,7 @@ def test_micro_batches_accumulate_the_whole_batch_gradient(tiny_policy):
     """Chunked forward/backward with the batch's token count equals one big backward."""
     samples = [("a prompt", "one two", 1.0), ("another, longer prompt here", "x", -1.0),
                ("p", "three four five", 0.5)]
-    batch = build_batch(tiny_policy.tokenizer, samples)
+    batch = text_batch(tiny_policy.tokenizer, samples)
     model = tiny_policy.model
     params = [p for p in model.parameters()]
     for p in params:

@@ -2,8 +2,8 @@
 
 import torch
 
-from esopt.baselines.grpo import build_batch
 from esopt.baselines.scoring import prefix_shared_forward, shared_prefix_length
+from tests.baselines.test_grpo import text_batch
 
 PREFIX = "You are playing a game. Rules: answer with one line. Example: r1c1=2. "
 
@@ -30,7 +30,7 @@ def test_prefix_shared_forward_equals_the_plain_forward(tiny_policy):
     samples = [(PREFIX + "Board one?", "r1c2=3", 1.0),
                (PREFIX + "Board two, longer?", "r4c4=1", -1.0),
                (PREFIX + "Three?", "r2c1=4 and more words", 0.5)]
-    batch = build_batch(tok, samples)
+    batch = text_batch(tok, samples)
     assert shared_prefix_length(batch.input_ids, batch.loss_mask) > 10
     policy = batch.loss_mask[:, 1:].bool()
     params = list(model.parameters())

@@ -57,3 +57,32 @@ def test_the_config_schema_lists_exactly_these_methods_and_problems():
     from esopt.pipeline.sections import AHD_PROBLEMS
 
     assert set(SCHEMA_METHODS) == set(AHD_METHODS) and set(AHD_PROBLEMS) == set(PROBLEMS)
+
+
+def test_runs_serve_on_the_configured_backend(monkeypatch, tmp_path):
+    """The search loads its proposer through the backend loader with the config's backend,
+    serving dtype and device (not a hard-coded HF float32 load); the runtime's fan-out
+    settings are not part of the run."""
+    from esopt.pipeline import ahd, config, stages
+
+    cfg = {"experiments": ["ahd"], "backend": "vllm", "serving_dtype": "bfloat16",
+           "runtime": {"device": "cuda:1", "workers": 7, "vllm": {"max_model_len": 4096}},
+           "ahd": {**SECTION, "problems": ["tsp_constructive"], "methods": ["sample"],
+                   "seeds": [0]}}
+    (run,) = config.ahd_run_list(cfg)
+    assert (run.backend, run.serving_dtype) == ("vllm", "bfloat16")
+    assert run.serving == {"device": "cuda:1", "vllm": {"max_model_len": 4096}}
+    assert AHDRun.from_json(run.to_json()) == run
+    loaded = []
+
+    class Loaded(Exception):
+        pass
+
+    def fake_load(checkpoint, backend, serving_dtype, runtime=None):
+        loaded.append((checkpoint, backend, serving_dtype, runtime))
+        raise Loaded
+
+    monkeypatch.setattr(stages, "load_backend_policy", fake_load)
+    with pytest.raises(Loaded):
+        ahd.run_ahd(run, tmp_path)
+    assert loaded == [(run.model, "vllm", "bfloat16", run.serving)]

@@ -275,3 +275,35 @@ def test_bad_config_files_name_the_key(override, key):
         cfg = merged(cfg, yaml.safe_load(scale_file(REPO, cfg["scale"]).read_text()), user)
         check_config(cfg)
     assert key in str(err.value), str(err.value)
+
+
+def test_eval_models_are_evaluated_as_base_with_runs_of_their_own():
+    cfg = base_config()
+    plain = {s.run_dir: s.to_json() for s in run_specs(cfg)}
+    cfg["eval_models"] = ["Qwen/Qwen3.5-27B"]
+    specs = run_specs(cfg)
+    extra = [s for s in specs if s.eval_model]
+    assert {s.horizon for s in extra} == {s.horizon for s in specs} and all(
+        s.method == "base" and s.generations == 0 for s in extra)
+    assert extra[0].run_dir.split("/")[3] == "base_qwen_qwen3_5_27b"
+    assert extra[0].model == "resources/models/hub/Qwen--Qwen3.5-27B"
+    base = next(s for s in specs if s.method == "base" and not s.eval_model
+                and s.horizon == extra[0].horizon and s.seed == extra[0].seed)
+    # Evaluated as base is: the same tasks, decoder and repeats.
+    assert (base.eval_decoder, base.eval_tasks, base.eval_repeats) == (
+        extra[0].eval_decoder, extra[0].eval_tasks, extra[0].eval_repeats)
+    assert RunSpec.from_json(extra[0].to_json()) == extra[0]
+    # The other runs are unchanged (same JSON: nothing reruns).
+    assert {s.run_dir: s.to_json() for s in specs if not s.eval_model} == plain
+
+
+@pytest.mark.parametrize("models, message", [
+    (["no such model"], r"eval_models\[0\]: model: 'no such model' is neither"),
+    (["Qwen/Qwen3.5-27B", "qwen/qwen3.5_27b"], r"eval_models\[1\]: .* name the same runs"),
+    (["smollm2-135m-instruct"], r"eval_models\[0\]: .* is the base model"),
+])
+def test_eval_models_are_validated(models, message):
+    cfg = base_config()
+    cfg["eval_models"] = models
+    with pytest.raises(ConfigError, match=message):
+        run_specs(cfg)

@@ -68,3 +68,19 @@ def test_reward_spread_without_weights_is_the_population_std():
                       "reward_max": 3.0}
     with pytest.raises(ValueError, match="3 rewards but 2 weights"):
         reward_spread([1.0, 2.0, 3.0], [1, 1])
+
+
+def test_generation_wall_clock_is_the_slowest_shard_plus_the_update():
+    from esopt.pipeline.rl import generation_wall_s
+
+    # Two shards in parallel: w0 loads 2 s and scores 1.5 + 1.5 s, w1 loads 4 s and scores
+    # 0.5 s; the update takes 3 s. Worker-seconds would be 2 + 3 + 4 + 0.5 + 3 = 12.5.
+    rewards = {"worker": ["w0", "w0", "w1"], "worker_load_s": [2.0, 2.0, 4.0],
+               "wall_s": [1.5, 1.5, 0.5]}
+    assert generation_wall_s(rewards, {"update_wall_s": 3.0}) == 5.0 + 3.0
+
+
+def test_es_ledger_records_each_generations_wall_clock(spec):
+    ledger = pq.read_table(es_ledger(spec, Path(spec.run_dir) / "ledger.parquet")).to_pydict()
+    # One shard (w0): load 2 s + 4 directions x 1.5 s, then the 3 s update.
+    assert ledger["wall_s"] == [2.0 + 4 * 1.5 + 3.0] * 2

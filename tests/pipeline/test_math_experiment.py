@@ -71,7 +71,13 @@ def test_table3_and_figure8_from_evaluation_files(tiny_policy, tmp_path):
         header, rows = table3([spec])
         assert header[3] == "Mean@2 (%)" and header[4] == "Pass@2 (%)"
         assert [r[2] for r in rows] == ["No Skill"] and rows[0][5] == "3"
-        paths = figure8([spec], tmp_path / "fig")
+        # An evaluation-only model (config eval_models): a No Skill row of its own, first.
+        big = replace(spec, eval_model="Qwen/Qwen3.5-27B")
+        write_parquet_atomic(table, Path(big.run_dir) / "final" / "eval.parquet")
+        _, rows = table3([spec, big])
+        assert [r[2] for r in rows] == ["Qwen/Qwen3.5-27B (evaluation only) + No Skill",
+                                        "No Skill"]
+        paths = figure8([spec, big], tmp_path / "fig")
         assert all(p.stat().st_size > 1000 for p in paths)
     finally:
         os.chdir(cwd)

@@ -7,7 +7,7 @@ from esopt.pipeline.spec import ASYNC_METHODS, COMPANION_METHODS, ES_METHODS, RL
 RUN = "results/{exp}/h{h}/{method}/seed{seed}"
 # Timing files go under results/benchmarks/ (ignored), never into the source tree.
 RUN_REL = RUN.removeprefix("results/")
-SPEC_BY_RUN = {(s.experiment, str(s.horizon), s.method, str(s.seed)): s for s in SPECS}
+SPEC_BY_RUN = {(s.experiment, str(s.horizon), s.run_method, str(s.seed)): s for s in SPECS}
 METHODS_RUN = {s.method for s in SPECS}
 # Checkpoints kept (not temp): every k-th and the last, over all runs.
 KEPT = sorted({g for s in SPECS for g in s.kept_generations() if g > 0}) or [1]
@@ -37,7 +37,7 @@ wildcard_constraints:
     exp="[a-z_]+",
     problem="[a-z_]+",
     h="[0-9]+",
-    method="[a-z_]+",
+    method="[a-z0-9_]+",
     seed="[0-9]+",
     gen="[0-9]{3}",
 
@@ -109,7 +109,15 @@ SKILL_EXPERIMENTS = [
     e for e in config.get("experiments", []) if e != "ahd" and config.get(e, {}).get("skills")
 ]
 SKILL_SPECS = [
-    s for s in SPECS if s.experiment in SKILL_EXPERIMENTS and s.method in ("base", "esopt")
+    s
+    for s in SPECS
+    if s.experiment in SKILL_EXPERIMENTS
+    and s.method in ("base", "esopt")
+    and not s.eval_model
+]
+# Evaluation-only models' final evaluations: rows of Table 3 (No Skill), no skill of their own.
+SKILL_EVAL_MODEL_SPECS = [
+    s for s in SPECS if s.experiment in SKILL_EXPERIMENTS and s.eval_model
 ]
 MATH_OUTPUTS = (
     [f"results/tables/table3.{ext}" for ext in ("csv", "md", "tex")]

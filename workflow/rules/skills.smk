@@ -59,7 +59,9 @@ rule skill_eval:
 rule math_report:
     input:
         runs="results/runs.json",
-        finals=lambda w: [f"{s.run_dir}/final/eval.parquet" for s in SKILL_SPECS],
+        finals=lambda w: [
+            f"{s.run_dir}/final/eval.parquet" for s in SKILL_SPECS + SKILL_EVAL_MODEL_SPECS
+        ],
         skills=lambda w: [f"{s.run_dir}/skill/eval.parquet" for s in SKILL_SPECS],
     output:
         MATH_OUTPUTS,

@@ -33,6 +33,10 @@ class Turn:
     info: dict
     prompt: list[dict] = field(default_factory=list, repr=False)
     """The conversation the policy answered (RL baselines re-score these turns)."""
+    completion_ids: tuple[int, ...] = field(default=(), repr=False)
+    """The tokens the policy generated (Completion.token_ids): what RL trains on."""
+    finish_reason: str = ""
+    """eos, stop (a stop string) or length (Completion.finish_reason)."""
 
 
 @dataclass
@@ -122,11 +126,13 @@ def run_episode_groups(generate_groups: GroupGenerate, make_env: Callable[[], En
                     log.exception("environment %s raised on %r (task %d)", env.name,
                                   c.text[:200], ep.task_seed)
                     ep.turns.append(Turn(c.text, c.prompt_tokens, c.completion_tokens,
-                                         0.0, {"error": _error(e)}, prompts[g][i]))
+                                         0.0, {"error": _error(e)}, prompts[g][i],
+                                         c.token_ids, c.finish_reason))
                     _fail(ep, e, t0)
                     continue
                 ep.turns.append(Turn(c.text, c.prompt_tokens, c.completion_tokens,
-                                     result.reward, result.info, prompts[g][i]))
+                                     result.reward, result.info, prompts[g][i],
+                                     c.token_ids, c.finish_reason))
                 ep.reward += result.reward
                 if result.done or ep.num_turns >= env.max_turns:
                     ep.success = bool(env.success)

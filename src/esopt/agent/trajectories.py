@@ -28,7 +28,9 @@ def episodes_table(episodes: Sequence[Episode], extra: Mapping[str, object] | No
             first_prompt=json.dumps(ep.first_prompt),
             turns=[{"completion": t.completion, "prompt_tokens": t.prompt_tokens,
                     "completion_tokens": t.completion_tokens, "reward": float(t.reward),
-                    "info": json.dumps(t.info, default=str)} for t in ep.turns],
+                    "info": json.dumps(t.info, default=str),
+                    "finish_reason": t.finish_reason,
+                    "completion_ids": [int(i) for i in t.completion_ids]} for t in ep.turns],
         )
         rows.append(row)
     return pa.Table.from_pylist(rows)

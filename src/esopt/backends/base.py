@@ -68,7 +68,21 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str
-    """`stop` (EOS or a stop string) or `length` (max_new_tokens reached)."""
+    """`eos` (the model ended its turn), `stop` (a stop string ended it; the string is cut
+    from `text`) or `length` (max_new_tokens reached)."""
+    token_ids: tuple[int, ...] = ()
+    """Every token the policy generated, in order: the EOS token last when finish_reason
+    is `eos`, the stop string's tokens when `stop` (text is cut, ids are not), nothing
+    appended when `length`. The RL baselines train on exactly these (never on re-encoded
+    text)."""
+
+    @property
+    def stopped(self) -> bool:
+        """Ended by EOS or a stop string (not by the length limit)."""
+        return self.finish_reason != "length"
+
+
+FINISH_REASONS = ("eos", "stop", "length")
 
 
 class Policy(Protocol):

@@ -23,6 +23,7 @@ from esopt.backends.base import Completion, Conversation, SamplingParams, render
 from esopt.backends.hf_decode import (
     cut_at_stop,
     decode,
+    finish_reason,
     pack,
     row_generators,
     shared_prefix_len,
@@ -325,8 +326,10 @@ class HFPolicy:
         if sampling.greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
+            # top_k 0 is passed as 0 (off): None would leave the model's generation_config
+            # or transformers' default (top_k 50) in charge of the filter.
             kwargs.update(do_sample=True, temperature=sampling.temperature,
-                          top_p=sampling.top_p, top_k=sampling.top_k or None)
+                          top_p=sampling.top_p, top_k=sampling.top_k)
             # Seeded per batch so directions scored on the same batch share sampling noise.
             torch.manual_seed(sampling.seed + offset)
         prompt_len = input_ids.shape[1]
@@ -346,8 +349,9 @@ class HFPolicy:
                 out_ids.pop()
             text = tok.decode(out_ids, skip_special_tokens=True)
             text, hit_stop = cut_at_stop(text, sampling.stop)
-            finish = "stop" if (ended or hit_stop) else "length"
-            results.append(Completion(text, len(prompt_ids), len(out_ids) + int(ended), finish))
+            token_ids = tuple(out_ids) + ((tok.eos_token_id,) if ended else ())
+            results.append(Completion(text, len(prompt_ids), len(token_ids),
+                                      finish_reason(ended, hit_stop), token_ids))
         return results
 
     def _prefix_cache(self, prefix_ids: torch.Tensor, batch: int):

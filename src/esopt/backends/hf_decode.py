@@ -115,9 +115,15 @@ def decode(forward: Forward, tokenizer, ids: Sequence[Sequence[int]], prefix: in
     for i, row in enumerate(ids):
         text = tokenizer.decode(out[i], skip_special_tokens=True)
         text, cut = cut_at_stop(text, sampling.stop)
-        finish = "stop" if (ended[i] or hit_stop[i] or cut) else "length"
-        results.append(Completion(text, len(row), len(out[i]) + int(ended[i]), finish))
+        token_ids = tuple(out[i]) + ((eos,) if ended[i] else ())
+        results.append(Completion(text, len(row), len(token_ids),
+                                  finish_reason(ended[i], hit_stop[i] or cut), token_ids))
     return results
+
+
+def finish_reason(ended_on_eos: bool, hit_stop: bool) -> str:
+    """`eos`, `stop` (a stop string) or `length`: why a row's generation ended."""
+    return "eos" if ended_on_eos else "stop" if hit_stop else "length"
 
 
 def _stops(tokenizer, generated: list[int], stop: tuple[str, ...]) -> bool:

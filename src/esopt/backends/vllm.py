@@ -407,20 +407,37 @@ class VLLMPolicy:
         from vllm import SamplingParams as VSamplingParams
 
         prompts = [self.render(c) for c in conversations]
-        # One seed per row (vLLM seeds requests, not batches): common random numbers
-        # across directions hold row by row.
-        params = [VSamplingParams(
-            max_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
-            top_p=sampling.top_p, top_k=sampling.top_k if sampling.top_k > 0 else -1,
-            stop=list(sampling.stop) or None, seed=(sampling.seed + i) % 2**31,
-            skip_special_tokens=True) for i in range(len(prompts))]
+        params = [VSamplingParams(**vllm_sampling_kwargs(sampling, i))
+                  for i in range(len(prompts))]
         token_prompts = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=False)
                           ["input_ids"]} for p in prompts]
         outs = self.llm.generate(token_prompts, params, use_tqdm=False)
         results = []
         for o in outs:
             c = o.outputs[0]
-            ended = c.finish_reason == "stop"
-            results.append(Completion(c.text, len(o.prompt_token_ids), len(c.token_ids),
-                                      "stop" if ended else "length"))
+            ids = tuple(int(t) for t in c.token_ids)
+            results.append(Completion(c.text, len(o.prompt_token_ids), len(ids),
+                                      vllm_finish_reason(c.finish_reason, c.stop_reason), ids))
         return results
+
+
+def vllm_sampling_kwargs(sampling: SamplingParams, row: int) -> dict:
+    """vLLM SamplingParams arguments of one row. One seed per row (vLLM seeds requests, not
+    batches): common random numbers across directions hold row by row. top_k 0 (off) is
+    vLLM's -1 (off) and top_p 1 is off, so no library default filters the samples; the
+    explicit params also keep the model's generation_config.json out (vLLM applies it only
+    to requests without params)."""
+    return dict(max_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
+                top_p=sampling.top_p, top_k=sampling.top_k if sampling.top_k > 0 else -1,
+                stop=list(sampling.stop) or None, seed=(sampling.seed + row) % 2**31,
+                skip_special_tokens=True)
+
+
+def vllm_finish_reason(finish_reason: str | None, stop_reason) -> str:
+    """`eos` / `stop` / `length` from vLLM's (finish_reason, stop_reason): a `stop` with a
+    string stop_reason ended on a stop string (its tokens are in token_ids, the text is
+    cut); with None (EOS) or an int (a stop token id such as <|im_end|>), on an end token,
+    which token_ids end with."""
+    if finish_reason == "stop":
+        return "stop" if isinstance(stop_reason, str) else "eos"
+    return "length"

@@ -5,7 +5,9 @@ concatenation of its turns' generated tokens (environment tokens carry no action
 skipped); the episode reward arrives at its last generated token; GAE(gamma, lambda) runs
 over that token sequence, so a turn's last token bootstraps from the next turn's first.
 Policy loss: clipped surrogate on whitened advantages plus beta * k3-KL to the reference;
-value loss: clipped squared error to the returns; one AdamW optimiser for both.
+value loss: clipped squared error to the returns; one AdamW optimiser for both. Tokens,
+precision and devices as in esopt.baselines.grpo (float32 master when serving in bf16; the
+value head float32 on the model's device; GAE on the CPU, its results moved back).
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from esopt.backends.base import SamplingParams
 from esopt.baselines.grpo import (
     PolicyTrainer,
     TokenBatch,
-    build_batch,
     chunked_logprobs,
     episode_stats,
     step_flops,
+    turn_samples,
 )
 from esopt.baselines.scoring import prefix_shared_forward
 
@@ -94,15 +96,34 @@ def _logprobs_and_values(model, head, batch: TokenBatch):
     return logp, head(hidden)
 
 
+def ppo_loss(logp_new, logp_old, logp_ref, values, old_values, advantages, returns,
+             loss_mask, cfg: PPOConfig, normaliser: float) -> tuple[torch.Tensor, dict]:
+    """Sum over policy tokens, divided by `normaliser` (the whole batch's policy tokens), of
+    the clipped surrogate + beta * k3-KL to the reference + value_coef * 0.5 * the clipped
+    squared value error. All (B, T) aligned on predicted tokens; advantages per token."""
+    ratio = torch.exp(logp_new - logp_old)
+    clip = cfg.clip_eps
+    surrogate = -torch.minimum(ratio * advantages,
+                               torch.clamp(ratio, 1 - clip, 1 + clip) * advantages)
+    log_ref_ratio = logp_ref - logp_new
+    kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
+    v_clipped = old_values + torch.clamp(values - old_values, -cfg.value_clip, cfg.value_clip)
+    v_loss = torch.maximum((values - returns) ** 2, (v_clipped - returns) ** 2)
+    per_token = surrogate + cfg.beta * kl + cfg.value_coef * 0.5 * v_loss
+    loss = (per_token * loss_mask).sum() / normaliser
+    return loss, {"value_loss": float((v_loss.detach() * loss_mask).sum()) / normaliser}
+
+
 class PPOTrainer(PolicyTrainer):
     """PPO with a value head on the same rollouts machinery as GRPO."""
 
     def __init__(self, policy, cfg: PPOConfig):
         super().__init__(policy, cfg.train_decoder, cfg.seed)
         self.cfg = cfg
-        self.head = ValueHead(self.model.config.hidden_size)
+        # float32 on the model's device: it reads the float32 cast of the last hidden state.
+        self.head = ValueHead(self.model.config.hidden_size).to(self.device)
         self.optimizer = torch.optim.AdamW([
-            {"params": self.params, "lr": cfg.lr},
+            {"params": self.train_params, "lr": cfg.lr},
             {"params": self.head.parameters(), "lr": cfg.value_lr}])
 
     def step(self, env: str, env_kwargs: dict, task_seeds: list[int]) -> dict:
@@ -112,69 +133,70 @@ class PPOTrainer(PolicyTrainer):
         episodes = self.last_episodes = self.rollouts(env, env_kwargs, task_seeds,
                                                       cfg.episodes_per_task)
         t_gen = time.perf_counter() - t0
-        samples, owners = [], []
-        for k, ep in enumerate(episodes):
-            for turn in ep.turns:
-                samples.append((self.policy.render(turn.prompt), turn.completion, 0.0))
-                owners.append(k)
-        batch = build_batch(self.policy.tokenizer, samples)
+        samples = turn_samples(self.policy, episodes, [0.0] * len(episodes))
+        owners = [k for k, ep in enumerate(episodes) for _ in ep.turns]
+        batch = self.batch(samples)
+        t1 = time.perf_counter()
+        stats = self.accumulate(batch, owners, [e.reward for e in episodes])
+        torch.nn.utils.clip_grad_norm_(self.train_params + list(self.head.parameters()),
+                                       cfg.max_grad_norm)
+        self.optimizer.step()
+        self.finish_step()
+        flops = step_flops(self.shape, episodes, batch, score_passes=2)
+        return {"step": self.steps, **stats, **episode_stats(episodes),
+                "tokens": batch.completion_tokens, "generate_s": t_gen,
+                "update_s": time.perf_counter() - t1 - stats["score_s"],
+                "flops": sum(flops.values()), **{f"flops_{k}": v for k, v in flops.items()}}
+
+    def accumulate(self, batch: TokenBatch, owners: list[int], rewards: list[float]) -> dict:
+        """Old log-probabilities and values, the reference, GAE; then forward/backward in
+        micro-batches: the batch's PPO loss gradient lands in the trained parameters'
+        .grad. owners[i] is row i's episode, rewards[k] episode k's reward."""
+        cfg = self.cfg
         mask = batch.loss_mask[:, 1:]
         n_tokens = max(float(mask.sum()), 1.0)
         t1 = time.perf_counter()
         self.model.eval()
-        old = torch.zeros(mask.shape)
-        old_values = torch.zeros(mask.shape)
+        old = torch.zeros(mask.shape, device=batch.device)
+        old_values = torch.zeros(mask.shape, device=batch.device)
         with torch.no_grad():
             for rows, chunk in batch.chunks(cfg.micro_batch):
                 lp, v = _logprobs_and_values(self.model, self.head, chunk)
                 old[rows, :lp.shape[1]], old_values[rows, :v.shape[1]] = lp, v
         ref = chunked_logprobs(self.reference, batch, cfg.micro_batch)
-        adv_t, ret_t = self._advantages(episodes, owners, old_values, mask)
+        adv_t, ret_t = (t.to(batch.device) for t in self._advantages(
+            rewards, owners, old_values.cpu(), mask.cpu()))
         t_score = time.perf_counter() - t1
         self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.zero_grad()
+        for p in self.head.parameters():
+            p.grad = None
         loss_sum = v_loss_sum = 0.0
         for rows, chunk in batch.chunks(cfg.micro_batch):
             w = chunk.input_ids.shape[1] - 1
-            m = chunk.loss_mask[:, 1:]
             new, values = _logprobs_and_values(self.model, self.head, chunk)
-            ratio = torch.exp(new - old[rows, :w])
-            adv = adv_t[rows, :w]
-            clip = cfg.clip_eps
-            surrogate = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
-            log_ref_ratio = ref[rows, :w] - new
-            kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
-            ov, ret = old_values[rows, :w], ret_t[rows, :w]
-            v_clipped = ov + torch.clamp(values - ov, -cfg.value_clip, cfg.value_clip)
-            v_loss = torch.maximum((values - ret) ** 2, (v_clipped - ret) ** 2)
-            per_token = surrogate + cfg.beta * kl + cfg.value_coef * 0.5 * v_loss
-            loss = (per_token * m).sum() / n_tokens
+            loss, part = ppo_loss(new, old[rows, :w], ref[rows, :w], values,
+                                  old_values[rows, :w], adv_t[rows, :w], ret_t[rows, :w],
+                                  chunk.loss_mask[:, 1:], cfg, n_tokens)
             loss.backward()
+            self.collect_grads()
             loss_sum += loss.item()
-            v_loss_sum += float((v_loss.detach() * m).sum()) / n_tokens
-        torch.nn.utils.clip_grad_norm_(self.params + list(self.head.parameters()),
-                                       cfg.max_grad_norm)
-        self.optimizer.step()
-        self.finish_step()
-        flops = step_flops(self.shape, episodes, batch, score_passes=2)
-        return {"step": self.steps, "loss": loss_sum, "value_loss": v_loss_sum,
-                **episode_stats(episodes), "tokens": batch.completion_tokens,
-                "generate_s": t_gen, "score_s": t_score,
-                "update_s": time.perf_counter() - t1 - t_score,
-                "flops": sum(flops.values()), **{f"flops_{k}": v for k, v in flops.items()}}
+            v_loss_sum += part["value_loss"]
+        return {"loss": loss_sum, "value_loss": v_loss_sum, "score_s": t_score}
 
-    def _advantages(self, episodes, owners, values, mask):
-        """Per-token GAE advantages (whitened over the batch) and returns, (B, T)."""
+    def _advantages(self, rewards, owners, values, mask):
+        """Per-token GAE advantages (whitened over the batch) and returns, (B, T), on the
+        CPU (values and mask given there: the recursion runs element by element)."""
         adv = torch.zeros_like(values)
         ret = torch.zeros_like(values)
-        for k, ep in enumerate(episodes):
+        for k, reward in enumerate(rewards):
             rows = [i for i, o in enumerate(owners) if o == k]
             positions = [(i, t) for i in rows for t in torch.nonzero(mask[i]).flatten().tolist()]
             if not positions:
                 continue
             v = np.array([float(values[i, t]) for i, t in positions])
             r = np.zeros(len(positions))
-            r[-1] = ep.reward
+            r[-1] = reward
             a, g = gae(r, v, self.cfg.gamma, self.cfg.lam)
             for (i, t), ai, gi in zip(positions, a, g, strict=True):
                 adv[i, t], ret[i, t] = ai, gi

@@ -14,7 +14,7 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -49,6 +49,12 @@ class AHDRun:
     model: str
     search: dict
     """SearchConfig as a dict (the resolved config recorded beside the results)."""
+    backend: str = "hf"
+    """The config's backend: the proposer (and the policy ES updates) serves on it."""
+    serving_dtype: str = "float32"
+    serving: dict = field(default_factory=dict)
+    """Where the model is served: the runtime's `device` and `vllm` engine arguments only
+    (not workers, partitions or timeouts)."""
 
     @property
     def run_dir(self) -> str:
@@ -65,8 +71,10 @@ class AHDRun:
         return config_from_dict(self.search)
 
 
-def ahd_runs(section: dict | AHDSection, model: str) -> list[AHDRun]:
-    """One run per (problem, method, seed) of the config's `ahd` section, validated."""
+def ahd_runs(section: dict | AHDSection, model: str, *, backend: str = "hf",
+             serving_dtype: str = "float32", runtime: dict | None = None) -> list[AHDRun]:
+    """One run per (problem, method, seed) of the config's `ahd` section, validated; the
+    model is served on `backend` in `serving_dtype` (runtime: its device, vllm args)."""
     if isinstance(section, dict):
         if not section:
             return []
@@ -89,8 +97,14 @@ def ahd_runs(section: dict | AHDSection, model: str) -> list[AHDRun]:
             for seed in section.seeds:
                 cfg = _search_config(section, problem, method, int(seed))
                 search = json.loads(json.dumps(config_to_dict(cfg)))  # JSON-normal form
-                runs.append(AHDRun(problem, method, int(seed), model, search))
+                runs.append(AHDRun(problem, method, int(seed), model, search, backend,
+                                   serving_dtype, serving_runtime(runtime)))
     return runs
+
+
+def serving_runtime(runtime: dict | None) -> dict:
+    """The part of the runtime section that says where a model is served."""
+    return {k: runtime[k] for k in ("device", "vllm") if runtime and k in runtime}
 
 
 def _search_config(section: AHDSection, problem: str, method: str, seed: int) -> SearchConfig:
@@ -135,14 +149,14 @@ def run_ahd(run: AHDRun, out_dir: str | Path, threads: int = 1) -> dict:
     """The search stage: load the policy, search, score the best heuristic on the tests."""
     import torch
 
-    from esopt.backends.hf import HFPolicy
+    from esopt.pipeline.stages import load_backend_policy
 
     torch.set_num_threads(threads)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     cfg = run.search_config()
     problem = get_problem(cfg.problem)
-    policy = HFPolicy.load(run.model)
+    policy, _ = load_backend_policy(run.model, run.backend, run.serving_dtype, run.serving)
     load_s = time.perf_counter() - t0
     result = run_search(policy, cfg)
     best = result.best(problem)

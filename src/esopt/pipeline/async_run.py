@@ -35,6 +35,7 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
     torch.set_num_threads(threads)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    clock = [time.perf_counter()]  # the end of the last update (first: before loading)
     policy, load_s = load_policy(spec.model, spec)
     shape = ModelShape.of_policy(policy)
     es, kept = ES(spec.es), set(spec.kept_generations())
@@ -77,7 +78,11 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
         else:
             parent["sha"] = None  # not saved: the lineage goes through the records
         s = stats.get(step.version, {})
-        ledger.end_step(step.version + 1, peak_memory_mb=peak_memory_mb(),
+        # One process scores and updates in turn: the update's wall-clock is the time
+        # since the previous one ended.
+        now = time.perf_counter()
+        wall_s, clock[0] = now - clock[0], now
+        ledger.end_step(step.version + 1, peak_memory_mb=peak_memory_mb(), wall_s=wall_s,
                         flops=s.get("flops", 0.0), load_s=load_s if not step.version else 0.0,
                         generate_s=s.get("generate_s", 0.0),
                         noise_s=s.get("wall_s", 0.0) - s.get("generate_s", 0.0),

@@ -19,6 +19,7 @@ from esopt.pipeline.spec import (
     ES_METHODS,
     RunSpec,
     horizon_kwargs,
+    model_slug,
     sigma_schedule,
 )
 
@@ -78,15 +79,39 @@ def run_specs(config: dict | Config) -> list[RunSpec]:
     cfg = config if isinstance(config, Config) else parse_config(config)
     specs = []
     base_model = model_dir(cfg.model)
+    eval_models = _eval_models(cfg)
     for exp_name in cfg.experiments:
         if exp_name == "ahd":  # heuristic design has runs of its own: esopt.pipeline.ahd
             continue
-        specs += _experiment_specs(exp_name, getattr(cfg, exp_name), cfg, base_model)
+        specs += _experiment_specs(exp_name, getattr(cfg, exp_name), cfg, base_model,
+                                   eval_models)
     return specs
 
 
-def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config,
-                      base_model: str) -> list[RunSpec]:
+def _eval_models(cfg: Config) -> dict[str, str]:
+    """eval_models: name -> checkpoint directory, each resolvable, with distinct path
+    names, none the base model itself."""
+    out, slugs = {}, {}
+    for i, name in enumerate(cfg.eval_models):
+        key = f"eval_models[{i}]"
+        try:
+            path = model_dir(name)
+        except ConfigError as e:
+            raise ConfigError(f"{key}: {e}") from None
+        slug = model_slug(name)
+        if not slug:
+            raise ConfigError(f"{key}: {name!r} has no letters or digits to name its runs")
+        if slug in slugs:
+            raise ConfigError(f"{key}: {name!r} and {slugs[slug]!r} name the same runs "
+                              f"(base_{slug})")
+        if name == cfg.model:
+            raise ConfigError(f"{key}: {name!r} is the base model (its base runs are there)")
+        out[name], slugs[slug] = path, name
+    return out
+
+
+def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model: str,
+                      eval_models: dict[str, str] | None = None) -> list[RunSpec]:
     env, env_options = exp.env, dict(exp.env_options)
     if not exp.horizons:
         raise ConfigError(f"{name}.horizons: at least one H* is needed")
@@ -125,6 +150,17 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config,
                     horizon=h, method=method, seed=seed, es=es_config,
                     asynchrony=asynchrony,
                     train_decoder=decoder): RunSpec(**shared, **kw)))
+        # Evaluation-only models: evaluated as base is (its decoder, tasks and seeds).
+        schedule = sigma_schedule(_sigma_config(exp, h, "base"), es.generations)
+        for model, path in (eval_models or {}).items():
+            for seed in exp.seeds:
+                base_es = ESConfig(population_size=es.population_size, alpha=es.alpha,
+                                   sigma=schedule, shaping=es.shaping,
+                                   antithetic=es.antithetic, run_seed=seed)
+                kw = dict(shared, model=path, horizon=h, method="base", seed=seed,
+                          asynchrony=asynchrony, es=base_es, eval_model=model,
+                          train_decoder=exp.train_decoder.sampling())
+                specs.append(_check(name, lambda kw=kw: RunSpec(**kw)))
     return specs
 
 
@@ -170,7 +206,8 @@ def ahd_run_list(config: dict):
     if "ahd" not in cfg.experiments:
         return []
     try:
-        return ahd_runs(cfg.ahd, model_dir(cfg.model))
+        return ahd_runs(cfg.ahd, model_dir(cfg.model), backend=cfg.backend,
+                        serving_dtype=cfg.serving_dtype, runtime=plain(cfg.runtime))
     except AHDConfigError as e:
         raise ConfigError(str(e)) from None
 

@@ -67,6 +67,7 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
     torch.set_num_threads(threads)
     torch.manual_seed(spec.seed)  # the PPO value head's initialisation
     out_dir, run_dir = Path(out_dir), Path(spec.run_dir)
+    t_run = time.perf_counter()
     policy, load_s = load_policy(spec.model, spec, backend="hf")
     parent = checkpoint_sha256(spec.model)
     trainer = make_trainer(spec, policy)
@@ -84,8 +85,12 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
                 "generation": k + 1, "parent_sha256": parent, "method": spec.method,
                 "config": json.loads(spec.to_json()), "step": stats})
             save_s = time.perf_counter() - t0
+        now = time.perf_counter()
+        # Wall-clock of the step (the first also loads the model): one process, so this is
+        # the run's elapsed time, whatever the phases add up to.
+        wall_s, t_run = now - t_run, now
         row = ledger.end_step(
-            k + 1, peak_memory_mb=peak_memory_mb(), flops=stats["flops"],
+            k + 1, peak_memory_mb=peak_memory_mb(), flops=stats["flops"], wall_s=wall_s,
             load_s=load_s if k == 0 else 0.0, generate_s=stats["generate_s"],
             score_s=stats["score_s"], update_s=stats["update_s"], noise_s=0.0,
             save_s=save_s, flops_generate=stats["flops_generate"],
@@ -107,6 +112,18 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
     return write_parquet_atomic(ledger.table(), run_dir / LEDGER, metadata=meta)
 
 
+def generation_wall_s(rewards: dict, update: dict) -> float:
+    """Wall-clock of an ES generation from what its jobs measured: the shards run in
+    parallel, each loading the model once and scoring its directions one after another, so
+    the fan-out takes its slowest shard (load + its directions' seconds); the update job
+    follows. Queue waits and job start-up outside the measured code are not in it."""
+    shard_s: dict = {}
+    for worker, load_s, wall_s in zip(rewards["worker"], rewards["worker_load_s"],
+                                      rewards["wall_s"], strict=True):
+        shard_s[worker] = shard_s.get(worker, float(load_s)) + float(wall_s)
+    return max(shard_s.values(), default=0.0) + float(update["update_wall_s"])
+
+
 def es_ledger(spec: RunSpec, out: str | Path) -> Path:
     """The ledger of an ES run, from what its generations wrote: per generation, the
     directions' generation and noise seconds, FLOPs, turns and peak memory, the spread of
@@ -124,6 +141,7 @@ def es_ledger(spec: RunSpec, out: str | Path) -> Path:
         ledger.end_step(
             g + 1, peak_memory_mb=max(max(t["peak_memory_mb"]), update["peak_memory_mb"]),
             flops=float(np.sum(t["flops"])),
+            wall_s=generation_wall_s(t, update),
             load_s=sum(dict(zip(t["worker"], t["worker_load_s"], strict=True)).values())
             + update["load_s"],
             generate_s=generate, score_s=0.0,

@@ -381,6 +381,11 @@ class Config:
                                 "training always uses hf)", choices=("hf", "vllm"))
     experiments: list[str] = option(factory=lambda: ["sudoku"], item_choices=EXPERIMENTS,
                                     help="experiment sections to run")
+    eval_models: list[str] = option(
+        factory=list, help="evaluation-only models (embedded name, checkpoint directory or "
+                           "Hub id): each is evaluated as base on every experiment, H* and "
+                           "seed, and gets its own row in Tables 1 and 3 (the paper's "
+                           "Qwen3.5-27B rows); never trained")
     sudoku: ExperimentSection = option(factory=ExperimentSection,
                                        help="Agentic Sudoku (Table 1, Figure 3, Table 7)")
     countdown: CountdownSection = option(factory=CountdownSection,

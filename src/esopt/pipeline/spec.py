@@ -8,6 +8,7 @@ configuration that produced it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 
 from esopt.backends.base import SamplingParams
@@ -31,6 +32,12 @@ METHODS = (*PAPER_METHODS, *COMPANION_METHODS)
 # The env option a run's horizon sets: Sudoku's H* is its number of blanks; the math
 # agent's horizon is its turn limit.
 HORIZON_OPTION = {"sudoku": "blanks", "math_tool": "max_turns"}
+
+
+def model_slug(name: str) -> str:
+    """A model name as a path part: lower case, runs of other characters as one `_`
+    (Qwen/Qwen3.5-27B -> qwen_qwen3_5_27b)."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,10 @@ class RunSpec:
     runtime: dict = field(default_factory=dict)
     """Fan-out settings (cluster, workers, threads_per_worker, timeout_min); not part of
     the experiment's identity, but recorded."""
+    eval_model: str = ""
+    """An evaluation-only model's name as the config lists it (`eval_models`; method base,
+    `model` its checkpoint): a row of its own in Tables 1 and 3 (the paper's Qwen3.5-27B).
+    Empty for every other run (and then left out of the JSON, so no run changes)."""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -106,6 +117,9 @@ class RunSpec:
             raise ValueError(f"keep_every must be >= 1, got {self.keep_every}")
         if self.backend not in ("hf", "vllm"):
             raise ValueError(f"backend: unknown {self.backend!r}; choose hf or vllm")
+        if self.eval_model and self.method != "base":
+            raise ValueError(f"eval_model: an evaluation-only model runs as base, not "
+                             f"{self.method!r}")
         if self.backend == "vllm" and self.method in ("copes", "lowrank_es"):
             raise ValueError(f"backend: {self.method} runs on hf only (the vLLM workers "
                              "draw full-rank noise over all parameters)")
@@ -118,8 +132,14 @@ class RunSpec:
         return self.es.generations if self.method in ES_METHODS + ASYNC_METHODS else 0
 
     @property
+    def run_method(self) -> str:
+        """The run directory's method part: the method, or base_<slug> of an
+        evaluation-only model."""
+        return f"base_{model_slug(self.eval_model)}" if self.eval_model else self.method
+
+    @property
     def run_dir(self) -> str:
-        return f"results/{self.experiment}/h{self.horizon}/{self.method}/seed{self.seed}"
+        return f"results/{self.experiment}/h{self.horizon}/{self.run_method}/seed{self.seed}"
 
     @property
     def env_kwargs(self) -> dict:
@@ -135,7 +155,10 @@ class RunSpec:
         return sorted({0, last, *range(0, last + 1, self.keep_every)})
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        d = asdict(self)
+        if not d["eval_model"]:
+            del d["eval_model"]  # the JSON of every trained and base run stays as it was
+        return json.dumps(d, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:

@@ -51,22 +51,34 @@ def load_policy(checkpoint: str, spec: RunSpec, backend: str | None = None):
     """(policy, seconds spent importing and loading): model loading is the DAG's hidden tax.
 
     `backend` overrides the spec's (the RL baselines train on hf whatever rolls out ES)."""
+    return load_backend_policy(checkpoint, backend or spec.backend, spec.serving_dtype,
+                               spec.runtime)
+
+
+def load_backend_policy(checkpoint: str, backend: str, serving_dtype: str,
+                        runtime: dict | None = None):
+    """(policy, load seconds) of `checkpoint` on the configured backend: vllm with the
+    runtime's `vllm` engine arguments, or hf on the runtime's `device` (auto: cuda when
+    available) in `serving_dtype`. Every stage that serves a model loads it here."""
     t0 = time.perf_counter()
     import torch
 
-    if (backend or spec.backend) == "vllm":
+    runtime = runtime or {}
+    if backend == "vllm":
         from esopt.backends.vllm import VLLMPolicy
 
-        policy = VLLMPolicy.load(checkpoint, serving_dtype=spec.serving_dtype,
-                                 **spec.runtime.get("vllm", {}))
+        policy = VLLMPolicy.load(checkpoint, serving_dtype=serving_dtype,
+                                 **runtime.get("vllm", {}))
         return policy, time.perf_counter() - t0
+    if backend != "hf":
+        raise ValueError(f"backend: unknown {backend!r}; choose hf or vllm")
 
     from esopt.backends.hf import HFPolicy
 
-    device = spec.runtime.get("device", "auto")
+    device = runtime.get("device", "auto")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    policy = HFPolicy.load(checkpoint, serving_dtype=spec.serving_dtype, device=device)
+    policy = HFPolicy.load(checkpoint, serving_dtype=serving_dtype, device=device)
     return policy, time.perf_counter() - t0
 
 

@@ -50,10 +50,16 @@ def table3(specs: list[RunSpec]) -> Table:
     k = max((s.eval_repeats for s in specs), default=1)
     header = ["Experiment", "Turns", "Condition", f"Mean@{k} (%)", f"Pass@{k} (%)", "Problems"]
     rows = []
+    eval_models = list(dict.fromkeys(s.eval_model for s in specs if s.eval_model))
+    # Evaluation-only models (config eval_models) first, as No Skill rows of their own.
+    conditions = [(f"{m} (evaluation only) + No Skill", ("base", m), "final")
+                  for m in eval_models]
+    conditions += [(label, (method, ""), kind) for label, method, kind in CONDITIONS]
     for exp in dict.fromkeys(s.experiment for s in specs):
         for h in sorted({s.horizon for s in specs if s.experiment == exp}):
-            for label, method, kind in CONDITIONS:
-                runs = [s for s in specs if (s.experiment, s.horizon, s.method) == (exp, h, method)]
+            for label, (method, model), kind in conditions:
+                runs = [s for s in specs if (s.experiment, s.horizon, s.method,
+                                             s.eval_model) == (exp, h, method, model)]
                 mats = [correct_matrix(_eval_path(s, kind)) for s in runs
                         if _eval_path(s, kind).exists()]
                 if not mats:
@@ -73,7 +79,7 @@ def figure8(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, method, kind in CONDITIONS:
         mats = [correct_matrix(_eval_path(s, kind)) for s in specs
-                if s.method == method and _eval_path(s, kind).exists()]
+                if s.method == method and not s.eval_model and _eval_path(s, kind).exists()]
         if not mats:
             continue
         curves = [best_of_k_curve(m) for m in mats]

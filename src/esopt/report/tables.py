@@ -7,8 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from esopt.pipeline.spec import ES_METHODS, METHODS, RunSpec
+from esopt.pipeline.spec import ES_METHODS, METHODS, RL_METHODS, RunSpec
 from esopt.report.results import final_summary, ledger, peak_memory_mb
+from esopt.runtime.checkpoint import read_manifest
+from esopt.runtime.memory import state_bytes_per_parameter
 
 METHOD_LABELS = {"base": "Base model", "vanilla_es": "+ Vanilla ES", "esopt": "+ Agentic ESOpt",
                  "grpo": "+ Agentic GRPO †", "grpo_b": "+ Agentic GRPO ‡ (GRPO-B)",
@@ -19,10 +21,22 @@ Table = tuple[list[str], list[list[str]]]  # header, rows
 
 
 def _by_method(specs: list[RunSpec]) -> dict[str, list[RunSpec]]:
+    """The runs of each method, in METHODS order; evaluation-only models are not a method
+    (see _by_eval_model)."""
     out: dict[str, list[RunSpec]] = {}
     for s in specs:
-        out.setdefault(s.method, []).append(s)
+        if not s.eval_model:
+            out.setdefault(s.method, []).append(s)
     return {m: out[m] for m in METHODS if m in out}
+
+
+def _by_eval_model(specs: list[RunSpec]) -> dict[str, list[RunSpec]]:
+    """The runs of each evaluation-only model (config eval_models), in config order."""
+    out: dict[str, list[RunSpec]] = {}
+    for s in specs:
+        if s.eval_model:
+            out.setdefault(s.eval_model, []).append(s)
+    return out
 
 
 def success_stats(specs: list[RunSpec]) -> tuple[float, float, int]:
@@ -36,14 +50,37 @@ def failed_episodes(specs: list[RunSpec]) -> int:
     return sum(int(final_summary(s).get("failed", 0)) for s in specs)
 
 
+def memory_requirement_gb(spec: RunSpec) -> float:
+    """Weights + optimiser state of the run's method on the device, in GiB, from the base
+    checkpoint's parameter count (runtime.memory.state_bytes_per_parameter); NaN when the
+    checkpoint's manifest is not there."""
+    try:
+        n = read_manifest(spec.model)["num_parameters"]
+    except (OSError, KeyError, ValueError):
+        return float("nan")
+    per = state_bytes_per_parameter(spec.method in RL_METHODS, spec.serving_dtype)
+    return n * per / 2**30
+
+
+def _gb(value: float) -> str:
+    return "–" if np.isnan(value) else f"{value:.2f}GB"
+
+
 def table1(specs: list[RunSpec]) -> Table:
-    """Rows: methods; columns: peak memory, then success (x100) per H*."""
+    """Rows: evaluation-only models, then methods; columns: the peak memory measured by
+    the run's jobs, the weights + optimiser state requirement (the paper's kind of
+    number), then success (x100) per H*."""
     horizons = sorted({s.horizon for s in specs})
-    header = ["Method", "Peak memory"] + [f"H*={h}" for h in horizons]
+    header = ["Method", "Peak memory (measured)", "Memory req. (weights + optimiser)"] + [
+        f"H*={h}" for h in horizons]
     rows = []
-    for method, runs in _by_method(specs).items():
+    # Evaluation-only models first (the paper lists Qwen3.5-27B above the trained 4B).
+    groups = [(f"{name} (evaluation only)", runs) for name, runs in
+              _by_eval_model(specs).items()]
+    groups += [(METHOD_LABELS[method], runs) for method, runs in _by_method(specs).items()]
+    for label, runs in groups:
         mem_gb = max(peak_memory_mb(s) for s in runs) / 1024
-        cells = [METHOD_LABELS[method], f"{mem_gb:.2f}GB"]
+        cells = [label, _gb(mem_gb), _gb(max(memory_requirement_gb(s) for s in runs))]
         for h in horizons:
             at_h = [s for s in runs if s.horizon == h]
             if at_h:
@@ -74,12 +111,17 @@ def duration(seconds: float) -> str:
 TIME_COLUMNS = ("load_s", "generate_s", "noise_s", "score_s", "update_s", "save_s")
 
 
-def training_cost(spec: RunSpec) -> tuple[float, float, int]:
-    """(FLOPs, seconds, training episodes) of a run from its ledger: every phase, model
-    loading included (an ES run loads the model in each DAG job; an RL run once)."""
+def training_cost(spec: RunSpec) -> tuple[float, float, float, int]:
+    """(FLOPs, wall-clock seconds, worker-seconds, training episodes) of a run from its
+    ledger. Worker-seconds: every phase of every job summed, model loading included (an
+    ES run loads the model in each DAG job; an RL run once), so parallel ES shards add up.
+    Wall-clock: the run's elapsed time (`wall_s` per step: an RL or async run's process
+    time; an ES generation's slowest shard + its update, see pipeline.rl.generation_wall_s);
+    a ledger without `wall_s` (written before it existed) falls back to worker-seconds."""
     rows = ledger(spec)
-    seconds = sum(sum(rows[c]) for c in TIME_COLUMNS if c in rows)
-    return float(sum(rows["flops"])), float(seconds), int(sum(rows["episodes"]))
+    worker_s = float(sum(sum(rows[c]) for c in TIME_COLUMNS if c in rows))
+    wall_s = float(sum(rows["wall_s"])) if "wall_s" in rows else worker_s
+    return float(sum(rows["flops"])), wall_s, worker_s, int(sum(rows["episodes"]))
 
 
 def training_failures(spec: RunSpec) -> tuple[int, int]:
@@ -97,13 +139,14 @@ def _failures_cell(failures: list[tuple[int, int]], es: bool) -> str:
 
 
 def table2(specs: list[RunSpec]) -> Table:
-    """Rows: trained methods; per H*: training FLOPs, time and episodes (mean over
-    seeds), and failed episodes (environment errors; for ES also the directions they
-    excluded from the updates), summed over seeds. The episodes say how much training
-    each method's budget bought."""
+    """Rows: trained methods; per H*: training FLOPs, wall-clock time, worker time and
+    episodes (mean over seeds), and failed episodes (environment errors; for ES also the
+    directions they excluded from the updates), summed over seeds. The episodes say how
+    much training each method's budget bought."""
     horizons = sorted({s.horizon for s in specs})
     header = ["Method"] + [f"H*={h} {c}" for h in horizons
-                           for c in ("FLOPs", "Time", "Episodes", "Failed")]
+                           for c in ("FLOPs", "Wall-clock", "Worker time", "Episodes",
+                                     "Failed")]
     rows = []
     for method, runs in _by_method(specs).items():
         if method == "base":
@@ -113,12 +156,14 @@ def table2(specs: list[RunSpec]) -> Table:
             at_h = [s for s in runs if s.horizon == h]
             if at_h:
                 costs = [training_cost(s) for s in at_h]
-                flops, seconds, episodes = (float(np.mean(c)) for c in zip(*costs, strict=True))
-                cells += [si(flops, "FLOPs"), duration(seconds), f"{episodes:.0f}",
+                flops, wall_s, worker_s, episodes = (float(np.mean(c))
+                                                     for c in zip(*costs, strict=True))
+                cells += [si(flops, "FLOPs"), duration(wall_s), duration(worker_s),
+                          f"{episodes:.0f}",
                           _failures_cell([training_failures(s) for s in at_h],
                                          method in ES_METHODS)]
             else:
-                cells += ["–", "–", "–", "–"]
+                cells += ["–"] * 5
         rows.append(cells)
     return header, rows
 

@@ -23,9 +23,50 @@ def peak_rss_mb() -> float:
 
 
 def peak_memory_mb() -> float:
-    """The ledger's peak memory, in MiB: torch.cuda.max_memory_allocated when this process
-    has used a GPU, else the peak RSS (the paper's Table 1 reports GPU memory)."""
+    """The ledger's peak memory, in MiB: what the backend holds on the GPU when this
+    process serves on one, else the peak RSS (the paper's Table 1 reports GPU memory).
+
+    GPU: the caching allocator's peak reservation (torch.cuda.max_memory_reserved: what
+    the process holds from the device, not only live tensors); with vLLM loaded, also the
+    device-wide memory in use, because vLLM's engine runs in other processes and reserves
+    its KV cache (gpu_memory_utilization) up front: that is what the backend holds."""
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        return torch.cuda.max_memory_allocated() / 2**20
-    return peak_rss_mb()
+    if torch is None or not torch.cuda.is_available():
+        return peak_rss_mb()
+    peak = torch.cuda.max_memory_reserved() / 2**20 if torch.cuda.is_initialized() else 0.0
+    if "vllm" in sys.modules:
+        peak = max(peak, _device_in_use_peak_mb(torch))
+    return peak if peak > 0 else peak_rss_mb()
+
+
+_DEVICE_PEAK_MB = [0.0]
+
+
+def _device_in_use_peak_mb(torch) -> float:
+    """Running maximum, over this process's calls, of the memory in use on the current
+    device by every process (total - free); the engine's reservation is constant, so a
+    reading after the rollouts is its peak."""
+    free, total = torch.cuda.mem_get_info()
+    _DEVICE_PEAK_MB[0] = max(_DEVICE_PEAK_MB[0], (total - free) / 2**20)
+    return _DEVICE_PEAK_MB[0]
+
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def state_bytes_per_parameter(trains: bool, serving_dtype: str) -> int:
+    """Bytes per parameter a method keeps on the device, weights and optimiser state only
+    (no activations, KV cache or workspace): the "GPU memory requirement" kind of number
+    the paper's Table 1 reports, for this implementation.
+
+    Inference and ES: the serving weights (the float32 ES master lives in host memory).
+    The RL baselines (esopt.baselines): the serving weights, the frozen reference copy, and
+    for AdamW float32 parameters, gradients and two moments; when serving in lower
+    precision the float32 parameters are a master beside the serving weights, whose own
+    gradients exist until they are moved into the master's."""
+    w = DTYPE_BYTES[serving_dtype]
+    if not trains:
+        return w
+    if w == 4:
+        return 4 + 4 + 4 + 8  # weights (= trained), reference, gradients, AdamW m and v
+    return w + w + w + 4 + 4 + 8  # serving, reference, its gradients, master, grads, m, v

@@ -1,0 +1,135 @@
+"""The GRPO and PPO losses (and gradients) of a trainer on a fixed batch equal a plain
+computation written here: one unpadded forward per row, token by token, no prefix
+sharing, no micro-batches, no masks."""
+
+import copy
+import math
+
+import torch
+
+from esopt.baselines.grpo import GRPOConfig, GRPOTrainer, RLSample, build_batch
+from esopt.baselines.ppo import PPOConfig, PPOTrainer
+
+PREFIX = "You are a careful agent. Read the board, then answer with one move. " * 2
+
+
+def fixed_samples(tok):
+    def ids(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    # Three turns sharing a long prefix (the prefix-shared forward runs), of different
+    # lengths (padding), the last ending on EOS as a sampled completion would.
+    return [RLSample(ids(PREFIX + "Board one?"), ids("r1c2=3"), 1.0),
+            RLSample(ids(PREFIX + "Board two, longer?"), ids("r4c4=1 then more"), -0.5),
+            RLSample(ids(PREFIX + "Three?"), ids("r2c1=4") + [tok.eos_token_id], 0.25)]
+
+
+def row_terms(model, sample: RLSample, hidden: bool = False):
+    """Per generated token: log pi(token | everything before it) (and the last hidden
+    state it was predicted from), from one forward of the unpadded row."""
+    ids = list(sample.prompt_ids) + list(sample.completion_ids)
+    out = model(input_ids=torch.tensor([ids]), output_hidden_states=hidden)
+    logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+    terms = []
+    for t in range(len(sample.prompt_ids), len(ids)):
+        h = out.hidden_states[-1][0, t - 1].float() if hidden else None
+        terms.append((logp[t - 1, ids[t]], h))
+    return terms
+
+
+def k3(logp_ref, logp):
+    """The k3 estimator of KL(pi || pi_ref) at one token."""
+    return torch.exp(logp_ref - logp) - (logp_ref - logp) - 1
+
+
+def clipped_surrogate(logp, adv, eps):
+    ratio = torch.exp(logp - logp.detach())  # pi / pi_old, pi_old = the current policy
+    return -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps) * adv)
+
+
+def perturb_reference(trainer):
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # so that the KL term is not zero
+        for p in trainer.reference.parameters():
+            p.add_(0.02 * torch.randn(p.shape, generator=g))
+
+
+def grads_of(params):
+    return torch.cat([p.grad.flatten() for p in params])
+
+
+def test_grpo_loss_equals_a_token_level_computation(tiny_policy):
+    tok = tiny_policy.tokenizer
+    cfg = GRPOConfig(group_size=2, beta=0.1, micro_batch=2)
+    trainer = GRPOTrainer(tiny_policy, cfg)
+    perturb_reference(trainer)
+    samples = fixed_samples(tok)
+    model = copy.deepcopy(trainer.model)  # same weights, its own gradients
+
+    total, n = 0.0, 0
+    for s in samples:
+        with torch.no_grad():
+            ref = [lp.item() for lp, _ in row_terms(trainer.reference, s)]
+        for (lp, _), lr in zip(row_terms(model, s), ref, strict=True):
+            total = total + clipped_surrogate(lp, s.advantage, cfg.clip_eps) \
+                + cfg.beta * k3(torch.tensor(lr), lp)
+            n += 1
+    expected = total / n
+    expected.backward()
+
+    stats = trainer.accumulate(build_batch(samples, tok.pad_token_id))
+    assert n == sum(len(s.completion_ids) for s in samples)
+    assert math.isclose(stats["loss"], expected.item(), rel_tol=1e-5, abs_tol=1e-7)
+    assert stats["kl"] > 1e-4
+    torch.testing.assert_close(grads_of(trainer.train_params), grads_of(model.parameters()),
+                               rtol=1e-4, atol=1e-7)
+
+
+def test_ppo_loss_equals_a_token_level_computation(tiny_policy):
+    tok = tiny_policy.tokenizer
+    cfg = PPOConfig(beta=0.1, micro_batch=2, lam=0.9, gamma=0.99)
+    trainer = PPOTrainer(tiny_policy, cfg)
+    perturb_reference(trainer)
+    with torch.no_grad():  # a value head that says something
+        torch.nn.init.normal_(trainer.head.linear.weight, std=0.3)
+        trainer.head.linear.bias.fill_(0.1)
+    samples = fixed_samples(tok)
+    owners, rewards = [0, 0, 1], [1.0, -0.5]  # episode 0 has two turns
+    model, head = copy.deepcopy(trainer.model), copy.deepcopy(trainer.head)
+
+    # Per episode, its generated tokens in order; the reward arrives at the last one.
+    tokens = []  # (episode, logp, value, ref logp)
+    for s, k in zip(samples, owners, strict=True):
+        with torch.no_grad():
+            ref = [lp.item() for lp, _ in row_terms(trainer.reference, s)]
+        for (lp, h), lr in zip(row_terms(model, s, hidden=True), ref, strict=True):
+            tokens.append((k, lp, head.linear(h).squeeze(-1), lr))
+    adv, ret = [0.0] * len(tokens), [0.0] * len(tokens)
+    for k, reward in enumerate(rewards):
+        idx = [i for i, tk in enumerate(tokens) if tk[0] == k]
+        running = 0.0
+        for j in reversed(range(len(idx))):
+            v = tokens[idx[j]][2].item()
+            v_next = tokens[idx[j + 1]][2].item() if j + 1 < len(idx) else 0.0
+            r = reward if j == len(idx) - 1 else 0.0
+            running = r + cfg.gamma * v_next - v + cfg.gamma * cfg.lam * running
+            adv[idx[j]], ret[idx[j]] = running, running + v
+    mean = sum(adv) / len(adv)
+    std = math.sqrt(sum((a - mean) ** 2 for a in adv) / (len(adv) - 1))
+    total = 0.0
+    for (_, lp, value, lr), a, g in zip(tokens, adv, ret, strict=True):
+        a = (a - mean) / (std + 1e-8)
+        old = value.detach()
+        v_clip = old + torch.clamp(value - old, -cfg.value_clip, cfg.value_clip)
+        v_loss = torch.maximum((value - g) ** 2, (v_clip - g) ** 2)
+        total = total + clipped_surrogate(lp, a, cfg.clip_eps) \
+            + cfg.beta * k3(torch.tensor(lr), lp) + cfg.value_coef * 0.5 * v_loss
+    expected = total / len(tokens)
+    expected.backward()
+
+    stats = trainer.accumulate(build_batch(samples, tok.pad_token_id), owners, rewards)
+    assert math.isclose(stats["loss"], expected.item(), rel_tol=1e-5, abs_tol=1e-7)
+    torch.testing.assert_close(grads_of(trainer.train_params), grads_of(model.parameters()),
+                               rtol=1e-4, atol=1e-7)
+    torch.testing.assert_close(grads_of(trainer.head.parameters()),
+                               grads_of(head.parameters()), rtol=1e-4, atol=1e-7)
