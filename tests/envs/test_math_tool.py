@@ -53,6 +53,16 @@ def test_tool_call_then_answer_solves_the_episode():
     assert r.info["tool_calls"] == 1 and r.info["decided_by"] in ("string", "math_verify")
 
 
+def test_the_history_keeps_the_block_and_drops_what_follows_it():
+    e = env()
+    e.reset(0)
+    r = e.step("Look.\n```python\nprint(1)\n```\nAnswer: 7")
+    assert r.observation[-2]["content"] == "Look.\n```python\nprint(1)\n```" and not r.done
+    r = e.step("```python\nprint(2)\n")  # cut off before its closing fence: kept whole
+    assert r.observation[-2]["content"] == "```python\nprint(2)\n"
+    assert r.observation[-1]["content"] == "```output\n2\n```"
+
+
 def test_answer_before_a_tool_call_is_refused_when_required():
     e = env(require_tool=True)
     e.reset(0)

@@ -97,9 +97,11 @@ class MathToolEnv(Environment):
                 output = (result.stdout + result.stderr).strip() or "(no output; use print)"
             else:
                 output = f"Error ({result.outcome.value}): {result.detail.strip()[-400:]}"
-            block = completion[: completion.find("```", completion.find("```") + 3) + 3]
-            return self._reply(block if block.strip() else completion,
-                               f"```output\n{output[: self.output_chars]}\n```", {})
+            # The history keeps the completion up to its first block's closing fence (all
+            # of it when the block was cut off unclosed, e.g. by the stop string).
+            close = completion.find("```", completion.find("```") + 3)
+            block = completion[: close + 3] if close >= 0 else completion
+            return self._reply(block, f"```output\n{output[: self.output_chars]}\n```", {})
         answer = extract_answer(completion)
         if answer is None:
             return self._reply(completion, "Run Python in a ```python block, or finish with "
