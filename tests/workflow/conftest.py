@@ -31,7 +31,7 @@ def make_workdir(dest: Path, smollm2_dir: Path) -> Path:
     """Snakefile + config + workflow in `dest`; the embedded model linked from the cache."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "Snakefile", dest)
-    for d in ("config", "workflow", "envs"):
+    for d in ("config", "workflow"):
         shutil.copytree(REPO / d, dest / d)
     models = dest / "resources" / "models"
     models.mkdir(parents=True)

@@ -20,9 +20,14 @@ FANOUT_THREADS = (
     else 1
 )
 EVAL_THREADS = RUNTIME.get("eval_threads", 2)
+# Runtime settings reach the stages as `--runtime` in the shell command, never as params:
+# Snakemake reruns a job when its params change, and a new partition or worker count must
+# rerun nothing (the command's template, which Snakemake compares, does not change).
+RUNTIME_JSON = json.dumps(RUNTIME, sort_keys=True)
 KEPT_GEN = "|".join(f"{g:03d}" for g in KEPT)
 UPDATE_SHELL = (
-    "esopt stage update --spec {params.spec:q} --generation {params.parent} "
+    "esopt stage update --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+    "--generation {params.parent} "
     "--checkpoint {input.checkpoint} --rewards {input.rewards} "
     "--out {output.checkpoint} --record {output.record} > {log} 2>&1"
 )
@@ -47,7 +52,8 @@ def spec_of(wildcards):
 
 
 def spec_json(wildcards):
-    return spec_of(wildcards).to_json()
+    """The run's identity (no runtime settings): a params value, so it decides reruns."""
+    return spec_of(wildcards).identity_json()
 
 
 def checkpoint_dir(spec, generation):

@@ -137,6 +137,13 @@ class RunSpec:
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
+    def identity_json(self) -> str:
+        """The spec without its runtime settings: what the run computes, and so what the
+        workflow compares to decide a rerun (the runtime travels apart, `--runtime`)."""
+        d = asdict(self)
+        d.pop("runtime")
+        return json.dumps(d, sort_keys=True)
+
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
         d = json.loads(text)
