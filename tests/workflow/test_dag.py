@@ -27,7 +27,9 @@ def test_dry_run_of_every_table1_row_at_the_tiny_scale(workdir):
 
 def test_dry_run_of_the_smoke_and_paper_scales(workdir):
     snakemake(workdir, "-n", "all", "--config", "scale=smoke")
-    out = snakemake(workdir, "-n", "all", "--config", "scale=paper").stdout
+    # As a user runs it on a cluster: the `slurm` profile found from the repository root.
+    out = snakemake(workdir, "--profile", "slurm", "-n", "all", "--config", "scale=paper").stdout
+    assert "slurm_partition=gpu" in out and "gpu=1" in out  # the profile's resources
     # paper: 3 H* x 2 ES methods x 3 seeds x 100 generations of directions
     assert re.search(r"evaluate_directions\s+1800\n", out)
     assert re.search(r"rl_train\s+27\n", out)  # 3 H* x 3 RL methods x 3 seeds
