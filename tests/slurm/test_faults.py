@@ -145,3 +145,57 @@ def test_a_preempted_task_requeues_and_resumes(smoke_spec, tmp_path):
     workers = {i: pq.read_table(direction_path(out, i)).column("worker")[0].as_py()
                for i in (0, 2)}
     assert workers[0] != workers[2]  # direction 2 ran in the requeued process
+
+
+def _in_thread(fn):
+    """Start fn in a daemon thread; return (thread, results, errors)."""
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(fn())
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, results, errors
+
+
+def test_queue_wait_does_not_count_against_the_deadline(tmp_path):
+    # Held in the queue for twice the deadline, then released: the array still completes.
+    import operator
+
+    held = {"partition": "debug", "cpus_per_task": 1, "mem_gb": 1,
+            "additional_parameters": {"hold": True}}
+    t, results, errors = _in_thread(lambda: map_shards(
+        operator.add, [(1, 2), (3, 4)], cluster="slurm", folder=tmp_path / "submitit",
+        timeout_min=1, slurm=held, poll_s=0.5, deadline_s=3))
+    deadline = time.monotonic() + 30
+    ids = []
+    while len(ids) < 2 and time.monotonic() < deadline:
+        ids = sorted(_array_tasks(tmp_path))
+        time.sleep(0.2)
+    assert len(ids) == 2, ids
+    time.sleep(6)  # pending for 2x deadline_s
+    assert t.is_alive() and not errors, errors
+    subprocess.run(["scontrol", "release", ids[0].split("_")[0]], check=True, timeout=10)
+    t.join(timeout=120)  # hang guard
+    assert not t.is_alive() and not errors, errors
+    assert results == [[3, 7]]
+
+
+def test_a_task_running_past_the_deadline_is_cancelled(tmp_path):
+    t0 = time.monotonic()
+    small = {"partition": "debug", "cpus_per_task": 1, "mem_gb": 1}
+    t, results, errors = _in_thread(lambda: map_shards(
+        time.sleep, [(120,), (0,)], cluster="slurm", folder=tmp_path / "submitit",
+        timeout_min=5, slurm=small, poll_s=0.5, deadline_s=3))
+    t.join(timeout=90)  # hang guard: the task would sleep 120 s
+    assert not t.is_alive() and not results and len(errors) == 1, (results, errors)
+    assert isinstance(errors[0], FanoutError) and "ran past the deadline" in str(errors[0])
+    assert time.monotonic() - t0 < 60
+    deadline = time.monotonic() + 30  # the fan-out cancelled the overdue task
+    while _array_tasks(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _array_tasks(tmp_path)
