@@ -94,7 +94,7 @@ def test_every_heavy_job_is_a_slurm_job_and_light_ones_are_local(slurm_run):
 
 def test_one_job_array_per_generation(slurm_run):
     wd, jobs = slurm_run
-    tasks = {j["id"]: j for j in jobs if j["name"] == "submitit"}
+    tasks = {j["id"]: j for j in jobs if "_" in j["id"]}  # array tasks: <array>_<task>
     for method in ES:
         for gen in ("gen000", "gen001"):
             folder = wd / RUN.format(method=method) / gen / "submitit"
