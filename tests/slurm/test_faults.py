@@ -2,6 +2,7 @@
 (the scheduling overhead is measured by benchmarks/slurm_overhead.py)."""
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -40,6 +41,21 @@ def _array_tasks(folder) -> list[str]:
     return [line.split()[0] for line in q.splitlines() if str(folder) in line]
 
 
+def _wait_for_task(folder, suffix: str, timeout_s: float = 60) -> str:
+    """The id of the array task (under folder) ending in suffix, once squeue lists it (a
+    single squeue can come back empty while the controller is busy: poll, don't sample)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ids = [i for i in _array_tasks(folder) if i.endswith(suffix)]
+        except subprocess.TimeoutExpired:
+            ids = []
+        if ids:
+            return ids[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no array task *{suffix} under {folder} in squeue")
+
+
 def test_a_crashing_direction_fails_the_generation_with_its_traceback(smoke_spec, tmp_path):
     out = tmp_path / "directions"
     with pytest.raises(FanoutError) as err:
@@ -65,13 +81,7 @@ def test_a_cancelled_array_task_fails_the_generation_and_a_rerun_recovers(smoke_
 
     t = threading.Thread(target=run)
     t.start()
-    deadline = time.monotonic() + 60
-    task = None
-    while task is None and time.monotonic() < deadline:
-        ids = [i for i in _array_tasks(out.parent) if i.endswith("_1")]
-        task = ids[0] if ids else None
-        time.sleep(0.5)
-    assert task, "the array never appeared in squeue"
+    task = _wait_for_task(out.parent, "_1")
     subprocess.run(["scancel", task], check=True, timeout=10)
     t.join(timeout=300)  # hang guard (the fan-out's own deadline is timeout_min)
     assert not t.is_alive(), "the generation kept waiting on a cancelled task"
@@ -94,7 +104,8 @@ def test_an_array_task_cancelled_while_pending_is_reported_lost(tmp_path):
     def run():
         try:
             results.append(map_shards(operator.add, [(1, 2), (3, 4)], cluster="slurm",
-                                      folder=tmp_path / "submitit", timeout_min=2, slurm=held))
+                                      folder=tmp_path / "submitit", timeout_min=2, slurm=held,
+                                      poll_s=0.5))
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -134,7 +145,7 @@ def test_a_preempted_task_requeues_and_resumes(smoke_spec, tmp_path):
         time.sleep(0.2)
     assert first.exists()
     written = first.stat().st_mtime_ns
-    task = next(i for i in _array_tasks(out.parent) if i.endswith("_0"))
+    task = _wait_for_task(out.parent, "_0")
     # What SLURM sends before preemption or the time limit; submitit requeues the task.
     subprocess.run(["scancel", "--signal=USR2", task], check=True, timeout=10)
     t.join(timeout=300)
@@ -193,9 +204,10 @@ def test_a_task_running_past_the_deadline_is_cancelled(tmp_path):
         timeout_min=5, slurm=small, poll_s=0.5, deadline_s=3))
     t.join(timeout=90)  # hang guard: the task would sleep 120 s
     assert not t.is_alive() and not results and len(errors) == 1, (results, errors)
-    assert isinstance(errors[0], FanoutError) and "ran past the deadline" in str(errors[0])
+    msg = str(errors[0])
+    assert isinstance(errors[0], FanoutError) and "ran past the deadline" in msg, msg
     assert time.monotonic() - t0 < 60
-    deadline = time.monotonic() + 30  # the fan-out cancelled the overdue task
-    while _array_tasks(tmp_path) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not _array_tasks(tmp_path)
+    overdue = re.search(r"\['(\d+_0)'\]", msg).group(1)  # only the sleeping task, named
+    state = subprocess.run(["sacct", "-n", "-X", "-j", overdue, "-o", "State"],
+                           capture_output=True, text=True, timeout=10).stdout
+    assert "CANCELLED" in state, state  # ...and the fan-out cancelled it

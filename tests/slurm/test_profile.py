@@ -5,6 +5,7 @@ change of runtime settings that reruns nothing."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -22,11 +23,13 @@ RUN = "results/sudoku/h1/{method}/seed0"
 ES = ("vanilla_es", "esopt")
 RL = ("grpo", "grpo_b", "ppo")
 # This one-node cluster over the paper profile (a later --profile replaces top-level keys):
-# its partition, no GPUs, small jobs, fast status checks.
+# its partition, no GPUs, small jobs, fast status checks. The jobs yield to the direction
+# arrays (--nice): on 2 CPUs the ES generations, the run's critical path, would otherwise
+# queue behind every evaluation and RL job.
 LOCALHOST_PROFILE = {
     "configfiles": ["profiles/slurm/runtime.yaml", "local-runtime.yaml"],
     "default-resources": {"slurm_partition": "debug", "runtime": 10, "mem_mb": 1500,
-                          "cpus_per_task": 1, "gpu": 0},
+                          "cpus_per_task": 1, "gpu": 0, "slurm_extra": "--nice=1000"},
     "set-resources": {"rl_train": {"mem_mb": 2000}},
     "slurm-no-account": True,
     "slurm-init-seconds-before-status-checks": 1,
@@ -121,12 +124,18 @@ def test_changing_the_runtime_reruns_nothing(slurm_run):
         assert "Nothing to be done" in out, out[-3000:]
 
 
-def test_killed_workflow_restarts_to_the_same_hash(slurm_run, tmp_path, smollm2_dir):
-    wd = slurm_workdir(tmp_path / "wf", smollm2_dir)
+def test_killed_workflow_restarts_to_the_same_hash(slurm_run):
+    # Last in this module: it redoes the ES run's generations 1 and 2 in the run's own
+    # workdir (generation 0 and the model stay), killing Snakemake while generation 1's
+    # array is scoring, then restarting it.
+    wd, _ = slurm_run
+    run = RUN.format(method="esopt")
+    uninterrupted = _final_sha(wd, "esopt")
+    for gen in ("gen001", "gen002"):
+        shutil.rmtree(wd / run / gen)
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
     # The profile by its path this time (--profile profiles/slurm keeps working).
     args = ["--profile", "profiles/slurm", *ARGS[2:]]
-    run = RUN.format(method="esopt")
     final = f"{run}/gen002/update.json"  # the ES run, not `all`: only it has shards to resume
     proc = subprocess.Popen([str(BIN / "snakemake"), final, *args], cwd=wd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -138,6 +147,7 @@ def test_killed_workflow_restarts_to_the_same_hash(slurm_run, tmp_path, smollm2_
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     assert target.exists(), "the run ended before the kill point"
+    assert not (wd / final).exists()
     snakemake(wd, "--unlock", *args)
     snakemake(wd, final, *args, timeout=1200)
-    assert _final_sha(wd, "esopt") == _final_sha(slurm_run[0], "esopt")
+    assert _final_sha(wd, "esopt") == uninterrupted
