@@ -75,7 +75,9 @@ def test_a_cancelled_array_task_fails_the_generation_and_a_rerun_recovers(smoke_
 
     def run():
         try:
-            _run(smoke_spec, out, ESOPT_DIRECTION_DELAY_S=10)
+            # 4 s per direction: task 1 (load + 2 directions) outlives the cancel, sent as
+            # soon as squeue lists it (pending or running)
+            _run(smoke_spec, out, ESOPT_DIRECTION_DELAY_S=4)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 

@@ -104,6 +104,30 @@ def map_shards(fn: Callable, args: Sequence[tuple], *, cluster: str = "local",
     array_id = jobs[0].job_id.split("_")[0]
     log.info("submitted %d shard(s) to %s: %s (status every %g s)", len(jobs), cluster,
              array_id, poll_s)
+    lost = _wait(jobs, cluster, poll_s, deadline_s, on_poll)
+    results, failures = [], []
+    for j in jobs:
+        if j.job_id in lost:  # result() would wait on it forever
+            failures.append(f"--- shard {j.job_id} ---\nleft the SLURM queue without a "
+                            "result (cancelled or killed before it could report)")
+            results.append(None)
+            continue
+        try:
+            results.append(j.result())
+        except Exception as e:  # noqa: BLE001 - collect every shard's failure
+            failures.append(f"--- shard {j.job_id} ---\n{e}")
+            results.append(None)
+    if failures:
+        raise FanoutError(f"{len(failures)} of {len(jobs)} shard(s) failed:\n" +
+                          "\n".join(failures))
+    return results
+
+
+def _wait(jobs: Sequence, cluster: str, poll_s: float, deadline_s: float,
+          on_poll: Callable[[], None] | None) -> set[str]:
+    """Poll until every task is done or lost (returned); cancel the array and raise when a
+    task has run (on SLURM: in its current attempt) past deadline_s."""
+    array_id = jobs[0].job_id.split("_")[0]
     started = time.monotonic()
     absent_since: dict[str, float] = {}
     lost: set[str] = set()
@@ -123,29 +147,13 @@ def map_shards(fn: Callable, args: Sequence[tuple], *, cluster: str = "local",
         if on_poll is not None:
             on_poll()
         if all(j.job_id in lost or j.done() for j in jobs):
-            break
+            return lost
         if overdue:
             for j in jobs:
                 j.cancel(check=False)
             raise FanoutError(f"shard(s) {sorted(overdue)} ran past the deadline "
                               f"({deadline_s:g} s of running time); cancelled the array")
         time.sleep(poll_s)
-    results, failures = [], []
-    for j in jobs:
-        if j.job_id in lost:  # result() would wait on it forever
-            failures.append(f"--- shard {j.job_id} ---\nleft the SLURM queue without a "
-                            "result (cancelled or killed before it could report)")
-            results.append(None)
-            continue
-        try:
-            results.append(j.result())
-        except Exception as e:  # noqa: BLE001 - collect every shard's failure
-            failures.append(f"--- shard {j.job_id} ---\n{e}")
-            results.append(None)
-    if failures:
-        raise FanoutError(f"{len(failures)} of {len(jobs)} shard(s) failed:\n" +
-                          "\n".join(failures))
-    return results
 
 
 def _lost_tasks(jobs: Sequence, queued: dict, absent_since: dict[str, float]) -> set[str]:
