@@ -112,7 +112,7 @@ rule async_train:
     log:
         f"logs/{RUN}/async_train.log",
     benchmark:
-        f"benchmarks/{RUN}/async_train.tsv"
+        f"results/benchmarks/{RUN_REL}/async_train.tsv"
     shell:
         "esopt stage async --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
         "--out {output.checkpoints} "
