@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 
@@ -43,8 +44,10 @@ def _spec(args):
 
 def _add_spec(p) -> None:
     p.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
-    p.add_argument("--runtime", help="runtime settings (JSON: cluster, workers, threads, ...) "
-                   "over the spec's; kept apart so that they never enter a run's identity")
+    p.add_argument("--runtime", default=os.environ.get("ESOPT_RUNTIME"),
+                   help="runtime settings (JSON: cluster, workers, threads, ...) over the "
+                   "spec's, kept apart so that they never enter a run's identity (default: "
+                   "$ESOPT_RUNTIME, which the workflow sets)")
 
 
 def _stage_directions(args) -> None:

@@ -14,7 +14,7 @@ rule evaluate_directions:
     benchmark:
         f"results/benchmarks/{RUN_REL}/gen{{gen}}/directions.tsv"
     shell:
-        "esopt stage directions --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+        "esopt stage directions --spec {params.spec:q} "
         "--generation {wildcards.gen} "
         "--checkpoint {input} --out {params.out} --marker {output} > {log} 2>&1"
 
@@ -32,7 +32,7 @@ rule reduce_rewards:
     log:
         f"logs/{RUN}/gen{{gen}}/reduce.log",
     shell:
-        "esopt stage reduce --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+        "esopt stage reduce --spec {params.spec:q} "
         "--generation {wildcards.gen} "
         "--directions {params.directions} --out {output} > {log} 2>&1"
 
@@ -92,7 +92,7 @@ rule es_ledger:
     log:
         f"logs/{RUN}/ledger.log",
     shell:
-        "esopt stage ledger --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+        "esopt stage ledger --spec {params.spec:q} "
         "--out {output} > {log} 2>&1"
 
 
@@ -114,6 +114,6 @@ rule async_train:
     benchmark:
         f"results/benchmarks/{RUN_REL}/async_train.tsv"
     shell:
-        "esopt stage async --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+        "esopt stage async --spec {params.spec:q} "
         "--out {output.checkpoints} "
         "--ledger {output.ledger} --threads {threads} > {log} 2>&1"

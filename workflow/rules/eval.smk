@@ -12,7 +12,7 @@ rule evaluate_checkpoint:
     benchmark:
         f"results/benchmarks/{RUN_REL}/eval/gen{{gen}}.tsv"
     shell:
-        "esopt stage eval --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+        "esopt stage eval --spec {params.spec:q} "
         "--generation {wildcards.gen} "
         "--checkpoint {params.checkpoint} --out {output} > {log} 2>&1"
 

@@ -17,6 +17,6 @@ rule landscape:
     benchmark:
         f"results/benchmarks/{RUN_REL}/landscape.tsv"
     shell:
-        "esopt stage landscape --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+        "esopt stage landscape --spec {params.spec:q} "
         "--checkpoint {params.checkpoint} "
         "{params.options} --out {output} > {log} 2>&1"

@@ -17,6 +17,6 @@ rule rl_train:
     benchmark:
         f"results/benchmarks/{RUN_REL}/rl_train.tsv"
     shell:
-        "esopt stage rl --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+        "esopt stage rl --spec {params.spec:q} "
         "--out {output.checkpoints} "
         "--threads {threads} > {log} 2>&1"

@@ -11,7 +11,7 @@ rule skill_rollouts:
     log:
         "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/rollouts.log",
     shell:
-        "esopt stage eval --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+        "esopt stage eval --spec {params.spec:q} "
         "--generation 0 --checkpoint {input} "
         "--split train --out {output} > {log} 2>&1"
 
@@ -29,7 +29,7 @@ rule distill_skill:
     log:
         "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/distill.log",
     shell:
-        "esopt stage distill --spec {params.spec:q} --runtime {RUNTIME_JSON:q} --generation 0 "
+        "esopt stage distill --spec {params.spec:q} --generation 0 "
         "--checkpoint {input.writer} --episodes {params.episodes} --out {output} > {log} 2>&1"
 
 
@@ -47,7 +47,7 @@ rule skill_eval:
     log:
         "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/eval.log",
     shell:
-        "esopt stage eval --spec {params.spec:q} --runtime {RUNTIME_JSON:q} "
+        "esopt stage eval --spec {params.spec:q} "
         "--generation {params.gen} "
         "--checkpoint {params.checkpoint} --skill {input.skill} --out {output} > {log} 2>&1"
 
