@@ -33,6 +33,30 @@ include: "workflow/rules/skills.smk"
 include: "workflow/rules/report.smk"
 
 
+# Light rules run where Snakemake runs, also under `--profile slurm`: the submitit
+# coordinator of a generation's directions (its array tasks are the SLURM jobs), reduce,
+# update, ledgers, model download/conversion (the network is on the submitting node),
+# tables, figures, report. Every other rule (held-out evaluation, RL training, AHD search
+# and references, skill rollouts and distillation, landscape, async ES) is a SLURM job
+# with the resources of the profile.
+localrules:
+    all,
+    evaluate_directions,
+    reduce_rewards,
+    update_kept,
+    update_temp,
+    es_ledger,
+    final_eval,
+    fetch_model,
+    tiny_random_model,
+    fetch_hub_model,
+    run_index,
+    report_pdf,
+    ahd_run_index,
+    ahd_tables,
+    math_report,
+
+
 rule all:
     input:
         get_final_output(),

@@ -100,6 +100,7 @@ SelectTypeParameters=CR_Core_Memory
 MinJobAge=300
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
+AccountingStoreFlags=job_comment
 JobAcctGatherType=jobacct_gather/linux
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool

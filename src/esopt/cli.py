@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
 
 
@@ -29,9 +31,23 @@ def _model_tiny(args) -> None:
 
 
 def _spec(args):
+    """The run's spec (its identity) with the runtime settings of this invocation."""
+    import dataclasses
+
     from esopt.pipeline.spec import RunSpec
 
-    return RunSpec.from_json(args.spec)
+    spec = RunSpec.from_json(args.spec)
+    if args.runtime is not None:
+        spec = dataclasses.replace(spec, runtime=json.loads(args.runtime))
+    return spec
+
+
+def _add_spec(p) -> None:
+    p.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    p.add_argument("--runtime", default=os.environ.get("ESOPT_RUNTIME"),
+                   help="runtime settings (JSON: cluster, workers, threads, ...) over the "
+                   "spec's, kept apart so that they never enter a run's identity (default: "
+                   "$ESOPT_RUNTIME, which the workflow sets)")
 
 
 def _stage_directions(args) -> None:
@@ -302,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name, func, help_, *args):
         p = stages.add_parser(name, help=help_)
-        p.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+        _add_spec(p)
         p.add_argument("--generation", type=int, required=True)
         for a in args:
             p.add_argument(f"--{a}", required=True)
@@ -320,23 +336,23 @@ def build_parser() -> argparse.ArgumentParser:
                     help="train: the training problems (rollouts for skill distillation)")
     ev.add_argument("--skill", help="a SKILL.md prepended to the system prompt")
     rl = stages.add_parser("rl", help="train an RL baseline run (grpo, grpo_b, ppo)")
-    rl.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    _add_spec(rl)
     rl.add_argument("--out", required=True, help="directory of the kept checkpoints")
     rl.add_argument("--threads", type=int, default=2)
     rl.set_defaults(func=_stage_rl)
     asy = stages.add_parser("async", help="an async_es run as one coordinator job")
-    asy.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    _add_spec(asy)
     asy.add_argument("--out", required=True, help="directory of the kept checkpoints")
     asy.add_argument("--ledger", required=True, help="ledger.parquet")
     asy.add_argument("--threads", type=int, default=2)
     asy.set_defaults(func=_stage_async)
     led = stages.add_parser("ledger", help="an ES run's ledger from its generations' files")
-    led.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    _add_spec(led)
     led.add_argument("--out", required=True, help="ledger.parquet")
     led.set_defaults(func=_stage_ledger)
     land = stages.add_parser("landscape", help="Figure 6: rewards on a grid theta + x sigma "
                              "eps_a + y sigma eps_b around a checkpoint")
-    land.add_argument("--spec", required=True, help="the run's resolved spec (JSON)")
+    _add_spec(land)
     land.add_argument("--checkpoint", required=True)
     land.add_argument("--out", required=True, help="landscape.parquet")
     land.add_argument("--grid", type=int, required=True, help="points per axis (odd)")

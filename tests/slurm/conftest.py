@@ -12,7 +12,7 @@ from tests.conftest import smoke_run_spec
 # Small SLURM tasks for this 2-core test node: no GPUs, one CPU, little memory.
 LOCAL_RUNTIME = {"runtime": {
     "cluster": "slurm", "workers": 2, "threads_per_worker": 1, "eval_threads": 1,
-    "timeout_min": 10,
+    "timeout_min": 10, "poll_s": 0.5,
     "slurm": {"partition": "debug", "gpus_per_node": None, "cpus_per_task": 1, "mem_gb": 2},
 }}
 

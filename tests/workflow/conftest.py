@@ -28,11 +28,13 @@ def snakemake(workdir: Path, *args: str, timeout: int = 900, check: bool = True
 
 
 def make_workdir(dest: Path, smollm2_dir: Path) -> Path:
-    """Snakefile + config + workflow in `dest`; the embedded model linked from the cache."""
+    """Snakefile, config, workflow and profiles in `dest`; the embedded model linked from the
+    cache."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "Snakefile", dest)
-    for d in ("config", "workflow", "envs"):
+    for d in ("config", "workflow", "profiles"):
         shutil.copytree(REPO / d, dest / d)
+    (dest / "slurm").symlink_to("profiles/slurm")  # as in the repository: --profile slurm
     models = dest / "resources" / "models"
     models.mkdir(parents=True)
     (models / "smollm2-135m-instruct").symlink_to(smollm2_dir)

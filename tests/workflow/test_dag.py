@@ -28,7 +28,9 @@ def test_dry_run_of_every_table1_row_at_the_tiny_scale(workdir):
 
 def test_dry_run_of_the_smoke_and_paper_scales(workdir):
     snakemake(workdir, "-n", "all", "--config", "scale=smoke")
-    out = snakemake(workdir, "-n", "all", "--config", "scale=paper").stdout
+    # As a user runs it on a cluster: the `slurm` profile found from the repository root.
+    out = snakemake(workdir, "--profile", "slurm", "-n", "all", "--config", "scale=paper").stdout
+    assert "slurm_partition=gpu" in out and "gpu=1" in out  # the profile's resources
     # paper: 3 H* x 2 ES methods x 3 seeds x 100 generations of directions
     assert re.search(r"evaluate_directions\s+1800\n", out)
     assert re.search(r"rl_train\s+27\n", out)  # 3 H* x 3 RL methods x 3 seeds
@@ -69,10 +71,18 @@ def test_dry_run_of_the_ahd_paper_scale_on_the_benchmark_files(workdir):
     assert re.search(r"fetch_hub_model\s+1\n", out) and "evaluate_directions" not in out
 
 
-def test_lint_is_clean(workdir):
+# The project is pip only (README, Running on SLURM): every rule runs in the environment
+# of scripts/install.sh, so no rule names a conda env or container. That is the one lint
+# accepted; any other fails the test.
+PIP_ONLY_LINT = "Specify a conda environment or container for each rule."
+
+
+def test_lint_is_clean_but_for_pip_only(workdir):
     proc = snakemake(workdir, "--lint", check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Congratulations" in proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    titles = set(re.findall(r"^    \* (.+?):?$", out, re.M))
+    assert titles <= {PIP_ONLY_LINT}, out[-3000:]
+    assert "Lints for rule" in out or "Congratulations" in out, out[-3000:]  # lint ran
 
 
 # The Snakefile's wiring of the strict config, one case per kind of error (a bound, an

@@ -9,8 +9,6 @@ rule ahd_search:
         spec=lambda w: ahd_run_of(w).to_json(),
         out=lambda w: ahd_run_of(w).run_dir,
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{AHD_DIR}/search.log",
     benchmark:
@@ -26,8 +24,6 @@ rule ahd_references:
     params:
         problems=" ".join(sorted({r.problem for r in AHD_RUNS})),
         instances=ahd_instances_flag,
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/ahd/references.log",
     shell:
@@ -40,8 +36,6 @@ rule ahd_run_index:
         "results/ahd/runs.json",
     params:
         runs=lambda w: json.dumps([json.loads(r.to_json()) for r in AHD_RUNS]),
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/ahd/run_index.log",
     shell:
@@ -55,8 +49,6 @@ rule ahd_tables:
         summaries=ahd_summaries,
     output:
         AHD_TABLES,
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/report/ahd_tables.log",
     shell:

@@ -1,4 +1,5 @@
 import json
+import os
 import shlex
 
 from esopt.pipeline.config import TINY_RANDOM, landscape_runs
@@ -20,9 +21,15 @@ FANOUT_THREADS = (
     else 1
 )
 EVAL_THREADS = RUNTIME.get("eval_threads", 2)
+# Runtime settings reach `esopt stage` through the environment (ESOPT_RUNTIME, inherited
+# by every job's shell, here and in SLURM jobs, which parse this file again), never as
+# params or in the command: Snakemake reruns a job when either changes, and a new
+# partition or worker count must rerun nothing.
+os.environ.update(ESOPT_RUNTIME=json.dumps(RUNTIME, sort_keys=True))
 KEPT_GEN = "|".join(f"{g:03d}" for g in KEPT)
 UPDATE_SHELL = (
-    "esopt stage update --spec {params.spec:q} --generation {params.parent} "
+    "esopt stage update --spec {params.spec:q} "
+    "--generation {params.parent} "
     "--checkpoint {input.checkpoint} --rewards {input.rewards} "
     "--out {output.checkpoint} --record {output.record} > {log} 2>&1"
 )
@@ -47,7 +54,8 @@ def spec_of(wildcards):
 
 
 def spec_json(wildcards):
-    return spec_of(wildcards).to_json()
+    """The run's identity (no runtime settings): a params value, so it decides reruns."""
+    return spec_of(wildcards).identity_json()
 
 
 def checkpoint_dir(spec, generation):

@@ -9,14 +9,13 @@ rule evaluate_directions:
         spec=spec_json,
         out=lambda w, output: output[0].replace(".done.json", ""),
     threads: FANOUT_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/gen{{gen}}/directions.log",
     benchmark:
         f"results/benchmarks/{RUN_REL}/gen{{gen}}/directions.tsv"
     shell:
-        "esopt stage directions --spec {params.spec:q} --generation {wildcards.gen} "
+        "esopt stage directions --spec {params.spec:q} "
+        "--generation {wildcards.gen} "
         "--checkpoint {input} --out {params.out} --marker {output} > {log} 2>&1"
 
 
@@ -30,12 +29,11 @@ rule reduce_rewards:
     params:
         spec=spec_json,
         directions=lambda w, input: input[0].replace(".done.json", ""),
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/gen{{gen}}/reduce.log",
     shell:
-        "esopt stage reduce --spec {params.spec:q} --generation {wildcards.gen} "
+        "esopt stage reduce --spec {params.spec:q} "
+        "--generation {wildcards.gen} "
         "--directions {params.directions} --out {output} > {log} 2>&1"
 
 
@@ -52,8 +50,6 @@ rule update_kept:
         spec=spec_json,
         parent=lambda w: int(w.gen) - 1,
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/gen{{gen}}/update.log",
     benchmark:
@@ -76,8 +72,6 @@ rule update_temp:
         spec=spec_json,
         parent=lambda w: int(w.gen) - 1,
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/gen{{gen}}/update.log",
     benchmark:
@@ -95,12 +89,11 @@ rule es_ledger:
         f"{RUN}/ledger.parquet",
     params:
         spec=spec_json,
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/ledger.log",
     shell:
-        "esopt stage ledger --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "esopt stage ledger --spec {params.spec:q} "
+        "--out {output} > {log} 2>&1"
 
 
 # Bounded-staleness asynchronous ES: the deterministic schedule in one coordinator job
@@ -116,12 +109,11 @@ rule async_train:
     params:
         spec=spec_json,
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/async_train.log",
     benchmark:
-        f"benchmarks/{RUN}/async_train.tsv"
+        f"results/benchmarks/{RUN_REL}/async_train.tsv"
     shell:
-        "esopt stage async --spec {params.spec:q} --out {output.checkpoints} "
+        "esopt stage async --spec {params.spec:q} "
+        "--out {output.checkpoints} "
         "--ledger {output.ledger} --threads {threads} > {log} 2>&1"

@@ -7,14 +7,13 @@ rule evaluate_checkpoint:
         spec=spec_json,
         checkpoint=eval_checkpoint,
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/eval/gen{{gen}}.log",
     benchmark:
         f"results/benchmarks/{RUN_REL}/eval/gen{{gen}}.tsv"
     shell:
-        "esopt stage eval --spec {params.spec:q} --generation {wildcards.gen} "
+        "esopt stage eval --spec {params.spec:q} "
+        "--generation {wildcards.gen} "
         "--checkpoint {params.checkpoint} --out {output} > {log} 2>&1"
 
 
@@ -23,8 +22,6 @@ rule final_eval:
         final_eval_input,
     output:
         f"{RUN}/final/eval.parquet",
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/final_eval.log",
     shell:

@@ -12,12 +12,11 @@ rule landscape:
         checkpoint=landscape_checkpoint,
         options=landscape_options,
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/landscape.log",
     benchmark:
         f"results/benchmarks/{RUN_REL}/landscape.tsv"
     shell:
-        "esopt stage landscape --spec {params.spec:q} --checkpoint {params.checkpoint} "
+        "esopt stage landscape --spec {params.spec:q} "
+        "--checkpoint {params.checkpoint} "
         "{params.options} --out {output} > {log} 2>&1"

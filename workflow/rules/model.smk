@@ -3,8 +3,6 @@ rule fetch_model:
         directory("resources/models/{name}"),
     wildcard_constraints:
         name="smollm2-135m-instruct",
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/model/{name}.log",
     shell:
@@ -16,8 +14,6 @@ rule tiny_random_model:
         "resources/models/smollm2-135m-instruct",
     output:
         directory(f"resources/models/{TINY_RANDOM}"),
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/model/{TINY_RANDOM}.log",
     shell:
@@ -27,8 +23,6 @@ rule tiny_random_model:
 rule fetch_hub_model:
     output:
         directory("resources/models/hub/{owner}--{repo}"),
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/model/hub/{owner}--{repo}.log",
     shell:

@@ -2,9 +2,7 @@ rule run_index:
     output:
         "results/runs.json",
     params:
-        specs=lambda w: json.dumps([json.loads(s.to_json()) for s in SPECS]),
-    conda:
-        "../../envs/esopt.yaml"
+        specs=lambda w: json.dumps([json.loads(s.identity_json()) for s in SPECS]),
     log:
         "logs/report/run_index.log",
     shell:
@@ -13,14 +11,16 @@ rule run_index:
 
 if SUDOKU_SPECS:
 
+    localrules:
+        tables,
+        figures,
+
     rule tables:
         input:
             runs="results/runs.json",
             results=sudoku_results,
         output:
             TABLES,
-        conda:
-            "../../envs/esopt.yaml"
         log:
             "logs/report/tables.log",
         shell:
@@ -40,8 +40,6 @@ if SUDOKU_SPECS:
             train_reward_pdf=report("results/figures/train_reward.pdf",
                                     caption="../report/train_reward.rst", category="Sudoku"),
             train_reward_png="results/figures/train_reward.png",
-        conda:
-            "../../envs/esopt.yaml"
         log:
             "logs/report/figures.log",
         shell:
@@ -50,14 +48,15 @@ if SUDOKU_SPECS:
 
 if LANDSCAPES:
 
+    localrules:
+        figure6,
+
     rule figure6:
         input:
             LANDSCAPE_FILES,
         output:
             pdf=report("results/figures/fig6.pdf", caption="../report/fig6.rst", category="Sudoku"),
             png="results/figures/fig6.png",
-        conda:
-            "../../envs/esopt.yaml"
         log:
             "logs/report/figure6.log",
         shell:
@@ -65,6 +64,9 @@ if LANDSCAPES:
 
 
 if COMPANION_OUTPUTS:
+
+    localrules:
+        companions_report,
 
     rule companions_report:
         input:
@@ -78,8 +80,6 @@ if COMPANION_OUTPUTS:
             pdf=report("results/figures/companions.pdf",
                        caption="../report/companions_fig.rst", category="Companion ES"),
             png="results/figures/companions.png",
-        conda:
-            "../../envs/esopt.yaml"
         log:
             "logs/report/companions.log",
         shell:
@@ -99,8 +99,6 @@ rule report_pdf:
         results=figure_results,  # the first page reads every run's evaluations and ledger
     output:
         report("results/report.pdf", caption="../report/report.rst", category="Report"),
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/report/report_pdf.log",
     shell:

@@ -12,12 +12,11 @@ rule rl_train:
     params:
         spec=spec_json,
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         f"logs/{RUN}/rl_train.log",
     benchmark:
         f"results/benchmarks/{RUN_REL}/rl_train.tsv"
     shell:
-        "esopt stage rl --spec {params.spec:q} --out {output.checkpoints} "
+        "esopt stage rl --spec {params.spec:q} "
+        "--out {output.checkpoints} "
         "--threads {threads} > {log} 2>&1"

@@ -8,12 +8,11 @@ rule skill_rollouts:
     params:
         spec=spec_json,
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/rollouts.log",
     shell:
-        "esopt stage eval --spec {params.spec:q} --generation 0 --checkpoint {input} "
+        "esopt stage eval --spec {params.spec:q} "
+        "--generation 0 --checkpoint {input} "
         "--split train --out {output} > {log} 2>&1"
 
 
@@ -27,8 +26,6 @@ rule distill_skill:
         spec=spec_json,
         episodes=lambda w, input: [p.replace(".done.json", "") for p in input.sources],
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/distill.log",
     shell:
@@ -47,12 +44,11 @@ rule skill_eval:
         gen=lambda w: spec_of(w).generations,
         checkpoint=lambda w: checkpoint_dir(spec_of(w), spec_of(w).generations),
     threads: EVAL_THREADS
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/eval.log",
     shell:
-        "esopt stage eval --spec {params.spec:q} --generation {params.gen} "
+        "esopt stage eval --spec {params.spec:q} "
+        "--generation {params.gen} "
         "--checkpoint {params.checkpoint} --skill {input.skill} --out {output} > {log} 2>&1"
 
 
@@ -67,8 +63,6 @@ rule math_report:
         MATH_OUTPUTS,
     params:
         experiments=" ".join(SKILL_EXPERIMENTS),
-    conda:
-        "../../envs/esopt.yaml"
     log:
         "logs/report/math.log",
     shell:

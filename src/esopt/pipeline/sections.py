@@ -355,7 +355,10 @@ class RuntimeSection:
     eval_threads: int = option(2, "torch threads of evaluation jobs", minimum=1)
     device: str = option("auto", "torch device of the served model (auto: cuda if "
                                  "available)")
-    timeout_min: int = option(60, "deadline of a generation's shards (minutes)", minimum=1)
+    timeout_min: int = option(60, "time limit of a shard (minutes of running time; queue "
+                                  "wait does not count)", minimum=1)
+    poll_s: float = option(20.0, "seconds between status queries of a SLURM array (one "
+                                 "squeue of that array); local processes: 1 s", minimum=0.1)
     population_batch: int = option(1, "directions a worker scores together in one batched "
                                       "forward (hf backend, float32 CPU; 1 = one at a time); "
                                       "rewards equal the one-at-a-time path", minimum=1)

@@ -160,6 +160,13 @@ class RunSpec:
             del d["eval_model"]  # the JSON of every trained and base run stays as it was
         return json.dumps(d, sort_keys=True)
 
+    def identity_json(self) -> str:
+        """The spec without its runtime settings: what the run computes, and so what the
+        workflow compares to decide a rerun (the runtime travels apart, `--runtime`)."""
+        d = asdict(self)
+        d.pop("runtime")
+        return json.dumps(d, sort_keys=True)
+
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
         d = json.loads(text)

@@ -254,6 +254,7 @@ def evaluate_directions(spec: RunSpec, generation: int, checkpoint: str, out_dir
                  int(rt.get("threads_per_worker", 1))) for s in shards],
                cluster=cluster, folder=Path(out_dir).parent / "submitit",
                timeout_min=int(rt.get("timeout_min", 60)), slurm=rt.get("slurm"),
+               poll_s=rt.get("poll_s") if cluster == "slurm" else None,
                on_poll=lambda: progress.update(
                    sum(direction_path(out_dir, i).exists() for i in missing) - progress.done))
     absent = [i for i in range(g) if not direction_path(out_dir, i).exists()]
