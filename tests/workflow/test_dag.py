@@ -43,9 +43,11 @@ def test_dry_run_with_an_evaluation_only_model(workdir):
     H* x seed, no training), and the tables wait for it."""
     out = snakemake(workdir, "-n", "all", "--config", "eval_models=[Qwen/Qwen3.5-27B]").stdout
     assert re.search(r"fetch_hub_model\s+1\n", out)
-    # the default tiny run: base (generation 0) and ESOpt's 10 and 20, plus the new model's
-    assert re.search(r"evaluate_checkpoint\s+4\n", out) and "rl_train" not in out
-    assert "results/sudoku/h1/base_qwen_qwen3_5_27b/seed0/eval/gen000.parquet" in out
+    # the default tiny run, per experiment (Sudoku, Countdown): base (generation 0) and
+    # ESOpt's 10 and 20, plus the new model's
+    assert re.search(r"evaluate_checkpoint\s+8\n", out) and "rl_train" not in out
+    for exp in ("sudoku", "countdown"):
+        assert f"results/{exp}/h1/base_qwen_qwen3_5_27b/seed0/eval/gen000.parquet" in out
     assert "results/tables/table1.csv" in out
 
 

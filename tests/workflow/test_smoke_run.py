@@ -124,16 +124,20 @@ def test_smoke_run_trains_the_rl_baselines_with_ledgers(smoke_run):
 def test_table2_and_figure7_come_from_the_ledgers(smoke_run):
     wd, _ = smoke_run
     header, *rows = (wd / "results/tables/table2.csv").read_text().splitlines()
-    assert header == "Method,H*=1 FLOPs,H*=1 Time,H*=1 Episodes,H*=1 Failed"
+    assert header == ("Method,H*=1 FLOPs,H*=1 Wall-clock,H*=1 Worker time,H*=1 Episodes,"
+                      "H*=1 Failed")
     methods = [r.split(",")[0] for r in rows]
     assert methods == ["Vanilla ES", "Agentic ESOpt", "Agentic GRPO †",
                        "Agentic GRPO ‡ (GRPO-B)", "Agentic PPO"]
     assert all("FLOPs" in r.split(",")[1] for r in rows)
-    episodes = {r.split(",")[0]: int(r.split(",")[3]) for r in rows}
+    episodes = {r.split(",")[0]: int(r.split(",")[4]) for r in rows}
     assert episodes["Agentic GRPO †"] == 2 * 2 * 2  # steps x tasks x group
     assert episodes["Agentic ESOpt"] == 2 * 4 * 2  # generations x G x tasks per direction
     # No environment raised: no failed episodes, no excluded directions (issue 16).
-    failed = {r.split(",")[0]: r.split(",")[4] for r in rows}
+    failed = {r.split(",")[0]: r.split(",")[5] for r in rows}
+    # Wall-clock of the run and the summed worker time, each a duration
+    assert all(r.split(",")[2].endswith("min") and r.split(",")[3].endswith("min")
+               for r in rows)
     assert failed["Agentic ESOpt"] == "0 / 0" and failed["Agentic GRPO †"] == "0"
     rewards = pq.read_table(wd / RUN.format(method="esopt") / "gen000" / "rewards.parquet")
     assert rewards.column("failed_episodes").to_pylist() == [0] * 4
