@@ -80,6 +80,9 @@ POINTS = {
     "cd2_g16t16_s3e-3_a1e-3": _countdown(16, 1e-3, 3e-3, 1e-3),
     # Half the tasks per direction: half the cost of a generation.
     "cd2_g16t8_s3e-3_a3e-3": _countdown(8, 3e-3, 3e-3, 1e-3),
+    # Constant sigma 3e-3: the cosine schedule's late sigmas (toward 1e-3) left 6 of 20
+    # generations with all directions tied.
+    "cd2_g16t16_s3e-3c_a3e-3": _countdown(16, 3e-3, 3e-3, 3e-3),
 }
 
 
