@@ -56,6 +56,17 @@ def _wait_for_task(folder, suffix: str, timeout_s: float = 60) -> str:
     raise AssertionError(f"no array task *{suffix} under {folder} in squeue")
 
 
+def _wait_for_tasks(folder, n: int, timeout_s: float = 30) -> list[str]:
+    """The sorted ids of the array tasks under folder, once squeue lists n of them (or
+    what it lists when timeout_s has passed)."""
+    deadline = time.monotonic() + timeout_s
+    ids = []
+    while len(ids) < n and time.monotonic() < deadline:
+        ids = sorted(_array_tasks(folder))
+        time.sleep(0.2)
+    return ids
+
+
 def test_a_crashing_direction_fails_the_generation_with_its_traceback(smoke_spec, tmp_path):
     out = tmp_path / "directions"
     with pytest.raises(FanoutError) as err:
@@ -113,11 +124,7 @@ def test_an_array_task_cancelled_while_pending_is_reported_lost(tmp_path):
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
-    deadline = time.monotonic() + 30
-    ids = []
-    while len(ids) < 2 and time.monotonic() < deadline:
-        ids = sorted(_array_tasks(tmp_path))
-        time.sleep(0.2)
+    ids = _wait_for_tasks(tmp_path, 2)
     assert len(ids) == 2, ids
     subprocess.run(["scancel", ids[1]], check=True, timeout=10)
     subprocess.run(["scontrol", "release", ids[0]], check=True, timeout=10)
@@ -184,11 +191,7 @@ def test_queue_wait_does_not_count_against_the_deadline(tmp_path):
     t, results, errors = _in_thread(lambda: map_shards(
         operator.add, [(1, 2), (3, 4)], cluster="slurm", folder=tmp_path / "submitit",
         timeout_min=1, slurm=held, poll_s=0.5, deadline_s=3))
-    deadline = time.monotonic() + 30
-    ids = []
-    while len(ids) < 2 and time.monotonic() < deadline:
-        ids = sorted(_array_tasks(tmp_path))
-        time.sleep(0.2)
+    ids = _wait_for_tasks(tmp_path, 2)
     assert len(ids) == 2, ids
     time.sleep(6)  # pending for 2x deadline_s
     assert t.is_alive() and not errors, errors
