@@ -128,6 +128,7 @@ def _report_tables(args) -> None:
 
 
 def _report_figures(args) -> None:
+    from esopt.pipeline.spec import TRAINING_REWARD_ENVS
     from esopt.report.figures import figure3, figure7, train_reward_figure
     from esopt.report.results import load_runs
 
@@ -135,7 +136,7 @@ def _report_figures(args) -> None:
     specs = [s for s in runs if s.env == "sudoku"]
     figure3(specs, args.out)
     figure7(specs, args.out)
-    train_reward_figure([s for s in runs if s.env in ("sudoku", "countdown")], args.out)
+    train_reward_figure([s for s in runs if s.env in TRAINING_REWARD_ENVS], args.out)
 
 
 def _report_landscape(args) -> None:

@@ -3,7 +3,13 @@ import os
 import shlex
 
 from esopt.pipeline.config import TINY_RANDOM, landscape_runs
-from esopt.pipeline.spec import ASYNC_METHODS, COMPANION_METHODS, ES_METHODS, RL_METHODS
+from esopt.pipeline.spec import (
+    ASYNC_METHODS,
+    COMPANION_METHODS,
+    ES_METHODS,
+    RL_METHODS,
+    TRAINING_REWARD_ENVS,
+)
 
 RUN = "results/{exp}/h{h}/{method}/seed{seed}"
 # Timing files go under results/benchmarks/ (ignored), never into the source tree.
@@ -89,7 +95,7 @@ def eval_generations(spec):
 # Table 1, Table 7 and Figure 3 are the Sudoku experiment's; the training-reward figure
 # and the report's first page also cover Countdown (math's runs feed Table 3).
 SUDOKU_SPECS = [s for s in SPECS if s.env == "sudoku"]
-FIGURE_SPECS = [s for s in SPECS if s.env in ("sudoku", "countdown")]
+FIGURE_SPECS = [s for s in SPECS if s.env in TRAINING_REWARD_ENVS]
 TABLES = [
     f"results/tables/{t}.{ext}"
     for t in ("table1", "table2", "table7")
