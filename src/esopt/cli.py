@@ -111,6 +111,23 @@ def _stage_landscape(args) -> None:
                      tasks=args.tasks)
 
 
+def _stage_magnitudes(args) -> None:
+    from esopt.report.update_magnitudes import magnitudes_stage
+
+    magnitudes_stage(_spec(args), args.base, args.final, args.out)
+
+
+def _report_table6(args) -> None:
+    import json
+    from pathlib import Path
+
+    from esopt.report.tables import write_table
+    from esopt.report.update_magnitudes import table6
+
+    write_table(table6([json.loads(Path(p).read_text()) for p in args.records]), args.out,
+                "table6")
+
+
 def _stage_distill(args) -> None:
     from esopt.pipeline.skills import distill_stage
 
@@ -361,6 +378,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="half-width of the grid in units of sigma_0")
     land.add_argument("--tasks", type=int, required=True, help="tasks every point plays")
     land.set_defaults(func=_stage_landscape)
+    mag = stages.add_parser("magnitudes", help="Table 6: fractions of parameters whose "
+                            "update |final - base| is under multiples of sigma_0")
+    _add_spec(mag)
+    mag.add_argument("--base", required=True, help="the base checkpoint")
+    mag.add_argument("--final", required=True, help="the run's final checkpoint")
+    mag.add_argument("--out", required=True, help="update_magnitudes.json")
+    mag.set_defaults(func=_stage_magnitudes)
     dist = add("distill", _stage_distill, "Trace2Skill: episodes -> SKILL.md", "checkpoint",
                "out")
     dist.add_argument("--episodes", nargs="+", required=True,
@@ -425,6 +449,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tables", required=True, help="tables directory")
     p.add_argument("--figures", required=True, help="figures directory")
     p.set_defaults(func=_report_companions)
+    p = reports.add_parser("table6", help="Table 6 from the ES runs' update_magnitudes.json")
+    p.add_argument("--records", nargs="+", required=True, help="update_magnitudes.json files")
+    p.add_argument("--out", required=True, help="tables directory")
+    p.set_defaults(func=_report_table6)
     p = reports.add_parser("math", help="Table 3 (math rows) and Figure 8")
     p.add_argument("--runs", required=True, help="results/runs.json")
     p.add_argument("--experiments", nargs="+", required=True, help="math experiments")

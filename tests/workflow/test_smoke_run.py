@@ -72,6 +72,20 @@ def test_smoke_run_writes_every_artifact(smoke_run):
         assert (wd / RUN.format(method=method) / "final" / "eval.parquet").exists()
 
 
+def test_table6_measures_every_es_run_against_its_base(smoke_run):
+    wd, _ = smoke_run
+    for method in ("vanilla_es", "esopt"):
+        record = json.loads((wd / RUN.format(method=method) / "final/update_magnitudes.json")
+                            .read_text())
+        assert record["spec"]["method"] == method
+        assert record["final"].endswith("gen002/checkpoint")
+        # Two updates moved something, and nothing by more than the steps could.
+        assert 0 < record["max_abs"] < 1 and record["fractions"] == sorted(record["fractions"])
+        assert record["parameters"] > 1_000_000
+    table6 = (wd / "results/tables/table6.md").read_text()
+    assert "Vanilla ES" in table6 and "Agentic ESOpt" in table6 and "83.68%" in table6
+
+
 def test_a_smoke_run_leaves_git_status_clean(smoke_run):
     wd, _ = smoke_run
     assert (wd / "results/benchmarks/sudoku/h1/esopt/seed0/gen000/directions.tsv").is_file()

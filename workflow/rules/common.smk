@@ -146,8 +146,16 @@ COMPANION_OUTPUTS = (
     if any(s.method in COMPANION_METHODS for s in SUDOKU_SPECS)
     else []
 )
+# Table 6: the update magnitudes |final - base| of every trained ES run.
+MAGNITUDE_FILES = [
+    f"{s.run_dir}/final/update_magnitudes.json"
+    for s in SPECS
+    if s.method in ES_METHODS + ASYNC_METHODS and s.generations
+]
+TABLE6 = [f"results/tables/table6.{ext}" for ext in ("csv", "md", "tex") if MAGNITUDE_FILES]
 REPORT_OUTPUTS = (
     TABLES
+    + TABLE6
     + FIGURES
     + LANDSCAPE_OUTPUTS
     + AHD_TABLES
@@ -200,13 +208,13 @@ def es_ledger_input(wildcards):
     ]
 
 
-def landscape_checkpoint(wildcards):
-    """The final checkpoint of the run (the one Figure 6 probes)."""
+def final_checkpoint(wildcards):
+    """The final checkpoint of the run (the one Figure 6 probes and Table 6 measures)."""
     spec = spec_of(wildcards)
     return checkpoint_dir(spec, spec.generations)
 
 
-def landscape_input(wildcards):
+def final_checkpoint_input(wildcards):
     spec = spec_of(wildcards)
     return checkpoint_input(spec, spec.generations)
 

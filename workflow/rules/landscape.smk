@@ -4,12 +4,12 @@ rule landscape:
     wildcard_constraints:
         method=f"{ES_METHOD}|{ASYNC_METHOD}",
     input:
-        landscape_input,
+        final_checkpoint_input,
     output:
         f"{RUN}/landscape.parquet",
     params:
         spec=spec_json,
-        checkpoint=landscape_checkpoint,
+        checkpoint=final_checkpoint,
         options=landscape_options,
     threads: EVAL_THREADS
     log:

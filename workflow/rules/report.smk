@@ -87,9 +87,44 @@ if COMPANION_OUTPUTS:
             "--figures results/figures > {log} 2>&1"
 
 
+rule update_magnitudes:
+    wildcard_constraints:
+        method=f"{ES_METHOD}|{ASYNC_METHOD}",
+    input:
+        base=lambda w: spec_of(w).model,
+        final=final_checkpoint_input,
+    output:
+        f"{RUN}/final/update_magnitudes.json",
+    params:
+        spec=spec_json,
+        final=final_checkpoint,
+    log:
+        f"logs/{RUN}/update_magnitudes.log",
+    shell:
+        "esopt stage magnitudes --spec {params.spec:q} --base {input.base} "
+        "--final {params.final} --out {output} > {log} 2>&1"
+
+
+if TABLE6:
+
+    localrules:
+        table6,
+
+    rule table6:
+        input:
+            MAGNITUDE_FILES,
+        output:
+            TABLE6,
+        log:
+            "logs/report/table6.log",
+        shell:
+            "esopt report table6 --records {input} --out results/tables > {log} 2>&1"
+
+
 rule report_pdf:
     input:
         TABLES,
+        TABLE6,
         FIGURES,
         LANDSCAPE_OUTPUTS,
         COMPANION_OUTPUTS,

@@ -187,8 +187,9 @@ def add_noise_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
     `regions[name] = (logical shape, region)` says that tensors[name] holds only that region
     of the logical tensor (a tensor-parallel worker's shard).
     `subspaces[i]` (CoPES, an esopt.es.strategy.Subspace) restricts direction i's noise to
-    its chunks: elsewhere its noise is zeroed before the product, and adding an exact 0
-    leaves the sum's bits as if the direction were skipped there.
+    its chunks: only those elements are drawn and added (1/K of the draws of plain ES), in
+    the same direction order per element, so the bits are those of adding zero noise
+    elsewhere.
     """
     if len(seeds) != len(coeffs):
         raise ValueError(f"{len(seeds)} seeds but {len(coeffs)} coefficients")
@@ -205,32 +206,37 @@ def add_noise_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
         if tensor.dtype != torch.float32 or not tensor.is_contiguous():
             raise ValueError(f"{name}: the update needs a contiguous float32 tensor, "
                              f"got {tensor.dtype}")
+        if subspaces:
+            _add_subspace_noise_sum_(tensor.view(-1), name, seeds, coeffs, scale,
+                                     [r.get(name, []) for r in ranges])
+            continue
         region = None if regions is None else regions.get(name)
         streams = [_target_chunks(s, name, tensor, region) for s in seeds]
-        start = 0
         for chunks in zip(*streams, strict=True):
             target = chunks[0][0]
             acc = torch.zeros_like(target)
-            for i, ((_, eps), c) in enumerate(zip(chunks, coeffs, strict=True)):
+            for (_, eps), c in zip(chunks, coeffs, strict=True):
                 if c:
-                    if subspaces:
-                        _mask_outside_(eps, ranges[i].get(name, []), start)
                     acc.add_(eps.mul_(c))
             target.add_(acc.mul_(scale))
-            start += target.numel()
 
 
-def _mask_outside_(eps: torch.Tensor, ranges: list[tuple[int, int]], start: int) -> None:
-    """Zero the flat chunk eps = elements [start, start + len) outside `ranges`."""
-    flat = eps.view(-1)
-    pos = 0
-    for a, b in ranges:
-        a, b = max(a - start, 0), min(b - start, flat.numel())
-        if a >= b:
-            continue
-        flat[pos:a] = 0
-        pos = b
-    flat[pos:] = 0
+def _add_subspace_noise_sum_(flat: torch.Tensor, name: str, seeds: Sequence[int],
+                             coeffs: Sequence[float], scale: float,
+                             ranges: Sequence[list[tuple[int, int]]]) -> None:
+    """add_noise_sum_ of one flat tensor where direction i's noise lives in ranges[i]
+    only: a NOISE_BLOCK of the sum at a time, each direction drawing just its overlap."""
+    for start in range(0, flat.numel(), NOISE_BLOCK):
+        stop = min(start + NOISE_BLOCK, flat.numel())
+        acc = torch.zeros(stop - start, dtype=torch.float32)
+        for seed, c, own in zip(seeds, coeffs, ranges, strict=True):
+            if not c:
+                continue
+            for a, b in own:
+                lo, hi = max(a, start), min(b, stop)
+                if lo < hi:
+                    acc[lo - start:hi - start].add_(draw(seed, name, lo, hi - lo).mul_(c))
+        flat[start:stop].add_(acc.mul_(scale))
 
 
 def _target_chunks(seed: int, name: str, tensor: torch.Tensor, region=None

@@ -101,6 +101,9 @@ def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                          _caption(captions, "fig3"))
             _figure_page(pdf, "Figure 7: per-turn success and realized horizon",
                          figures / "fig7.png", _caption(captions, "fig7"))
+        if (tables / "table6.csv").exists():  # present when an ES run trained
+            _table_page(pdf, "Table 6: distribution of parameter-update magnitudes after ES",
+                        tables / "table6.csv", _caption(captions, "table6"))
         if (figures / "train_reward.png").exists():
             _figure_page(pdf, "Training reward of the ES runs (spread over directions)",
                          figures / "train_reward.png", _caption(captions, "train_reward"))
