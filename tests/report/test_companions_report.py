@@ -31,7 +31,11 @@ def specs(tmp_path, monkeypatch):
                        "peak_memory_mb": 1.0, "failed": 0}
             for path in ([f"eval/gen{g:03d}.parquet"]
                          + (["final/eval.parquet"] if g == s.generations else [])):
-                write_parquet_atomic(pa.table({"success": [True]}), tmp_path / s.run_dir / path,
+                # Four tasks; the method solves the first success x 4 of them.
+                solved = round(4 * (success[s.method] if g else 0.25))
+                write_parquet_atomic(pa.table({"task_seed": [0, 1, 2, 3],
+                                               "success": [i < solved for i in range(4)]}),
+                                     tmp_path / s.run_dir / path,
                                      {"summary": json.dumps(summary)})
         if s.method != "base":
             write_parquet_atomic(pa.table({
@@ -52,6 +56,11 @@ def test_companion_table_rows(specs):
     assert by["Async ES"]["Episodes"] == "136"
     assert by["CoPES"]["Train reward (first -> last)"] == "0.100 -> 0.400"
     assert by["CoPES"]["Held-out success (gen 0 -> final)"] == "25.0 -> 75.0 ± 0.0"
+    # CoPES solves tasks 0-2, base task 0: +50 points, every resample between 0 and 100.
+    mean, ci = by["CoPES"]["Final - base (paired 95% CI)"].split(" [")
+    lo, hi = (float(x) for x in ci.rstrip("]").split(", "))
+    assert mean == "+50.0" and 0 <= lo < 50 < hi <= 100
+    assert by["Low-rank ES"]["Final - base (paired 95% CI)"] == "+0.0 [+0.0, +0.0]"
 
 
 def test_companion_outputs_are_written_with_the_papers_notes(specs, tmp_path):

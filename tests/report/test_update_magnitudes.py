@@ -14,7 +14,7 @@ def test_counts_include_the_threshold_and_cover_every_tensor():
     final = [torch.tensor([0.0, 1e-3, -2e-3, 5e-3]), torch.ones(2, 3) + 1.5e-3]
     # float32 rounding of 1e-3 etc. is the same on both sides: use the stored values.
     t = [float(torch.tensor(1e-3)), float(torch.tensor(1.5e-3) + 1) - 1]
-    rec = um.update_magnitudes(zip(base, final), t)
+    rec = um.update_magnitudes(zip(base, final, strict=True), t)
     assert rec["parameters"] == 10
     # |Δ| = 0, 1e-3, 2e-3, 5e-3 and six of ~1.5e-3 (float32 spacing near 1)
     assert rec["counts"][0] == 2

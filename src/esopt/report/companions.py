@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 from esopt.pipeline.spec import RunSpec  # noqa: E402
 from esopt.report.figures import COLORS, save_figure  # noqa: E402
 from esopt.report.results import eval_curve, ledger  # noqa: E402
+from esopt.report.summary import method_results  # noqa: E402
 from esopt.report.tables import METHOD_LABELS, Table, _by_method, success_stats  # noqa: E402
 
 COMPARED = ("vanilla_es", "esopt", "copes", "async_es", "lowrank_es")
@@ -44,10 +45,13 @@ def settings(spec: RunSpec) -> str:
 
 
 def companion_table(specs: list[RunSpec]) -> Table:
-    """One row per (method, H*): success x100 at generation 0 and at the end, training
-    reward of the first and last generation, and the episodes the training played."""
+    """One row per (method, H*): success x100 at generation 0 and at the end, the final
+    success minus the base model's on the same tasks (paired 95% bootstrap CI, x100),
+    training reward of the first and last generation, and the episodes training played."""
     header = ["Method", "H*", "Settings", "G", "Generations", "Episodes",
-              "Train reward (first -> last)", "Held-out success (gen 0 -> final)"]
+              "Train reward (first -> last)", "Held-out success (gen 0 -> final)",
+              "Final - base (paired 95% CI)"]
+    vs_base = {(r.experiment, r.horizon, r.method): r.vs_base for r in method_results(specs)}
     rows = []
     for method, runs in _by_method([s for s in specs if s.method in COMPARED]).items():
         for h in sorted({s.horizon for s in runs}):
@@ -61,8 +65,16 @@ def companion_table(specs: list[RunSpec]) -> Table:
             rows.append([METHOD_LABELS[method].lstrip("+ "), str(h), settings(at_h[0]),
                          str(at_h[0].es.population_size), str(at_h[0].es.generations),
                          f"{episodes:.0f}", f"{first:.3f} -> {last:.3f}",
-                         f"{gen0:.1f} -> {mean:.1f} ± {std:.1f}"])
+                         f"{gen0:.1f} -> {mean:.1f} ± {std:.1f}",
+                         _points(vs_base.get((at_h[0].experiment, h, method)))])
     return header, rows
+
+
+def _points(d) -> str:
+    """A paired difference in points (x100) with its CI, or a dash without a base run."""
+    if d is None:
+        return "–"
+    return f"{100 * d.mean:+.1f} [{100 * d.lo:+.1f}, {100 * d.hi:+.1f}]"
 
 
 def write_companions(specs: list[RunSpec], tables_dir: str | Path, figures_dir: str | Path

@@ -40,7 +40,8 @@ def update_magnitudes(pairs: Iterable[tuple[torch.Tensor, torch.Tensor]],
     for base, final in pairs:
         assert base.shape == final.shape, (base.shape, final.shape)
         # In slices: a large model's embedding in float64 would be several GB at once.
-        for b, f in zip(base.flatten().split(CHUNK), final.flatten().split(CHUNK)):
+        for b, f in zip(base.flatten().split(CHUNK), final.flatten().split(CHUNK),
+                        strict=True):
             delta = (f.to(torch.float64) - b.to(torch.float64)).abs()
             for i, t in enumerate(thresholds):
                 counts[i] += int((delta <= t).sum())
