@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from esopt.pipeline.spec import RunSpec  # noqa: E402
 from esopt.report.figures import COLORS, save_figure  # noqa: E402
@@ -103,6 +104,8 @@ def companion_figure(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
             ax_s.errorbar([c[0] for c in curve], [100 * c[1] for c in curve],
                           yerr=[100 * c[2] for c in curve], marker="o", ms=3, capsize=2,
                           color=color, label=label if k == 0 else None)
+    for ax in (ax_r, ax_s):  # updates and generations are whole numbers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax_r.set_xlabel("update")
     ax_r.set_ylabel("mean training reward")
     ax_r.set_title("(a) training reward")
