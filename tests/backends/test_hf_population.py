@@ -105,6 +105,40 @@ def test_population_batch_equals_one_direction_at_a_time(tiny_policy, env, sampl
         assert all(e.num_turns > 1 for eps in pop for e in eps)
 
 
+@pytest.mark.parametrize("env,sampling", [(countdown, GREEDY), (sudoku, SAMPLED)],
+                         ids=["greedy", "sampled"])
+def test_lowrank_population_equals_one_direction_at_a_time(tiny_policy, env, sampling):
+    """Low-rank (EGGROLL) members in one forward: (x B) A^T rounds differently from
+    x (A B^T), so episodes may differ where a logit tie flips; here none of 20 does."""
+    directions = [Direction(i, 800 + i, 1, 3e-2, rank=2) for i in range(4)]
+    seeds = task_seeds("lowrank-pop", 5)
+    seq = sequential(tiny_policy, directions, env, seeds, sampling)
+    calls = []
+    original = tiny_policy.perturbed
+    tiny_policy.perturbed = lambda d: calls.append(d) or original(d)
+    try:
+        pop = run_population_episodes(tiny_policy, directions, env, seeds, sampling)
+    finally:
+        del tiny_policy.perturbed
+    assert not calls  # no weight was rewritten: the members ride on hooks
+    pairs = [(a, b) for da, db in zip(seq, pop, strict=True)
+             for a, b in zip(signature(da), signature(db), strict=True)]
+    assert len(pairs) == 20 and sum(a == b for a, b in pairs) >= 19
+    assert len({tuple(signature(e)) for e in pop}) >= 2  # the members differ
+    assert tiny_policy.prefix_cache  # the population left the policy's own cache on
+
+
+def test_mixed_or_copes_populations_are_refused(tiny_policy):
+    from esopt.es.strategy import Subspace
+
+    lowrank, full = Direction(0, 1, 1, 1e-2, rank=2), Direction(1, 2, 1, 1e-2)
+    with pytest.raises(ValueError, match="mixed"):
+        run_population_episodes(tiny_policy, [lowrank, full], countdown, [1], GREEDY)
+    copes = Direction(0, 1, 1, 1e-2, subspace=Subspace(7, 0, 2, 64))
+    with pytest.raises(ValueError, match="CoPES"):
+        run_population_episodes(tiny_policy, [copes, copes], countdown, [1], GREEDY)
+
+
 def test_population_batch_is_deterministic(tiny_policy):
     directions = [Direction(i, 40 + i, 1, 3e-2) for i in range(2)]
     runs = [run_population_episodes(tiny_policy, directions, sudoku, task_seeds("det", 4),
@@ -178,6 +212,20 @@ def test_direction_shard_batched_writes_the_sequential_files(tiny_dir, tmp_path)
             assert one.column(col).to_pylist() == batched.column(col).to_pylist(), col
         assert [[t["completion"] for t in ts] for ts in one.column("turns").to_pylist()] == [
             [t["completion"] for t in ts] for ts in batched.column("turns").to_pylist()]
+
+
+def test_population_batch_serves_low_rank_but_not_copes_directions(tiny_policy, tiny_dir):
+    from esopt.pipeline.stages import population_batch
+    from tests.pipeline.test_update_stage import _spec
+
+    spec = _spec(tiny_dir)
+    # A memory cap of one weight set limits full rank to 1; low-rank holds no weight set.
+    runtime = {**spec.runtime, "population_batch": 4,
+               "population_memory_mb": tiny_policy.num_parameters * 4 / 2**20}
+    full = replace(spec, runtime=runtime)
+    lowrank = replace(full, es=replace(spec.es, rank=2))
+    copes = replace(full, es=replace(spec.es, subspaces=2))
+    assert [population_batch(tiny_policy, s) for s in (full, lowrank, copes)] == [1, 4, 1]
 
 
 # ----------------------------------------------------------------------- SmolLM2-135M

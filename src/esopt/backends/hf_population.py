@@ -122,23 +122,32 @@ def _grouped_embedding(weight, groups: _Groups):
 
 
 class PopulationScorer:
-    """Scores k directions together on one HFPolicy (CPU, float32 serving)."""
+    """Scores k directions together on one HFPolicy (CPU, float32 serving).
 
-    def __init__(self, policy: HFPolicy, directions: Sequence[Direction]):
+    `grouped(counts)` is the context inside which the model computes row group g (counts[g]
+    rows, groups in order) under direction g: by default the held full-rank weight sets
+    (`grouped_weights`); `lowrank_population` passes the low-rank hooks instead."""
+
+    def __init__(self, policy: HFPolicy, directions: Sequence[Direction], grouped=None,
+                 prefix_cache: bool | None = None):
         if policy.model.device.type != "cpu" or any(
                 p.dtype != torch.float32 for p in policy.model.parameters()):
             raise ValueError("population batching needs a float32 CPU policy")
         self.policy = policy
         self.directions = list(directions)
-        self.stack = perturbed_stack(policy, self.directions)
-        self.names = {id(p): n for n, p in policy.model.named_parameters()}
+        if grouped is None:
+            stack = perturbed_stack(policy, self.directions)
+            names = {id(p): n for n, p in policy.model.named_parameters()}
+            grouped = lambda counts: grouped_weights(policy.model, stack, names, counts)  # noqa: E731
+        self.grouped = grouped
+        self.prefix_cache = policy.prefix_cache if prefix_cache is None else prefix_cache
         self.session: dict = {}
 
     def _forward(self, counts):
         model = self.policy.model
 
         def forward(input_ids, attention_mask, position_ids, cache):
-            with grouped_weights(model, self.stack, self.names, counts):
+            with self.grouped(counts):
                 out = model(input_ids=input_ids, attention_mask=attention_mask,
                             position_ids=position_ids, use_cache=True, logits_to_keep=1,
                             **{cache_kwarg(model): cache})
@@ -153,7 +162,7 @@ class PopulationScorer:
         cache = DynamicCache(config=self.policy.model.config)
         ids = torch.tensor([tokens] * k, dtype=torch.long)
         model = self.policy.model
-        with grouped_weights(model, self.stack, self.names, [1] * k):
+        with self.grouped([1] * k):
             model(input_ids=ids, use_cache=True, logits_to_keep=1,
                   **{cache_kwarg(model): cache})
         return [(layer.keys, layer.values) for layer in cache.layers]
@@ -173,7 +182,7 @@ class PopulationScorer:
         if not ids:
             return [[] for _ in groups]
         prefix, cache = 0, empty_cache()
-        if policy.prefix_cache and len(ids) > 1:
+        if self.prefix_cache and len(ids) > 1:
             prefix, kv = reuse_prefix(self.session, ids, self._prefix_kv)
             if prefix:
                 per_group = [[(k[g:g + 1], v[g:g + 1]) for k, v in kv]
@@ -189,11 +198,40 @@ class PopulationScorer:
         return out
 
 
+@contextmanager
+def lowrank_population(policy: HFPolicy, directions: Sequence[Direction]
+                       ) -> Iterator[PopulationScorer]:
+    """A scorer of low-rank (EGGROLL) directions: the serving weights stay theta and each
+    row adds its member's s (x B) A^T (`esopt.backends.lowrank_batch`), so k members cost
+    one batched forward, no weight sets and no perturb/restore. The kept prefix KV is
+    computed per member (one row each), as for the full-rank population."""
+    from esopt.backends.lowrank_batch import population
+
+    prefix_cache = policy.prefix_cache  # population() turns the policy's own cache off
+    with population(policy, directions) as set_members:
+        @contextmanager
+        def members(counts):
+            set_members(torch.repeat_interleave(torch.arange(len(counts)),
+                                                torch.tensor(counts)))
+            yield
+
+        yield PopulationScorer(policy, directions, members, prefix_cache)
+
+
 def run_population_episodes(policy: HFPolicy, directions: Sequence[Direction],
                             make_env: Callable[[], Environment], task_seeds: Sequence[int],
                             sampling: SamplingParams) -> list[list[Episode]]:
     """Each direction's episodes on the shared tasks, all directions in one lockstep batch:
-    the same episodes as `policy.perturbed(d)` + `run_episodes` for each d."""
+    the same episodes as `policy.perturbed(d)` + `run_episodes` for each d (full rank: the
+    same bits; low rank: up to the rounding of (x B) A^T against x (A B^T))."""
+    if any(d.subspace is not None for d in directions):
+        raise ValueError("population batching: CoPES directions are scored one at a time")
+    if all(d.rank for d in directions):
+        with lowrank_population(policy, directions) as scorer:
+            return run_episode_groups(scorer.generate_groups, make_env, task_seeds,
+                                      sampling, groups=len(directions))
+    if any(d.rank for d in directions):
+        raise ValueError("population batching: low-rank and full-rank directions mixed")
     scorer = PopulationScorer(policy, directions)
     return run_episode_groups(scorer.generate_groups, make_env, task_seeds, sampling,
                               groups=len(directions))

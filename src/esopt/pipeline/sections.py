@@ -361,7 +361,9 @@ class RuntimeSection:
                                  "squeue of that array); local processes: 1 s", minimum=0.1)
     population_batch: int = option(1, "directions a worker scores together in one batched "
                                       "forward (hf backend, float32 CPU; 1 = one at a time); "
-                                      "rewards equal the one-at-a-time path", minimum=1)
+                                      "rewards equal the one-at-a-time path (low-rank ES: "
+                                      "one EGGROLL forward, equal up to float rounding)",
+                                      minimum=1)
     population_memory_mb: float = option(0.0, "caps population_batch at the float32 weight "
                                               "sets (one per direction) that fit in this many "
                                               "MB (0: no cap)", minimum=0)

@@ -182,7 +182,8 @@ def population_batch(policy, spec: RunSpec) -> int:
     rt = spec.runtime
     want = int(rt.get("population_batch", 1))
     memory_mb = float(rt.get("population_memory_mb", 0))  # 0: no cap
-    if want > 1 and memory_mb > 0:
+    # Low-rank members hold no weight set (O(r (m + n)) per matrix): no memory cap.
+    if want > 1 and memory_mb > 0 and not spec.es.rank:
         from esopt.backends.hf_population import directions_per_batch
 
         want = min(want, directions_per_batch(policy, memory_mb))
@@ -190,10 +191,10 @@ def population_batch(policy, spec: RunSpec) -> int:
         log.warning("runtime.population_batch=%d: needs a float32 HF policy on the CPU; "
                     "scoring one direction at a time", want)
         return 1
-    if want > 1 and (spec.es.subspaces or spec.es.rank):
-        # The population stack holds full-rank, whole-model perturbations only.
-        log.warning("runtime.population_batch=%d: plain ES directions only (not CoPES or "
-                    "low-rank); scoring one direction at a time", want)
+    if want > 1 and spec.es.subspaces:
+        # The population serves whole-space (full- or low-rank) perturbations only.
+        log.warning("runtime.population_batch=%d: not for CoPES directions; scoring one "
+                    "direction at a time", want)
         return 1
     return max(1, want)
 
