@@ -38,6 +38,22 @@ def test_horizon_is_the_turn_limit_and_evaluation_uses_its_own_data():
     assert eval_tasks(spec.env, spec.eval_env_kwargs, spec.eval_tasks) == [0, 1, 2]
 
 
+def test_evaluation_never_repeats_a_problem_when_tasks_exceed_the_file(caplog):
+    # 8 held-out tasks asked of a 5-problem file (AIME 2026 has 30, the paper scale asked
+    # 100): the 5 problems once each, and a warning; never problems 0..2 a second time.
+    with caplog.at_level("WARNING"):
+        seeds = eval_tasks("math_tool", {"data": "generated:5:3"}, 8)
+    assert seeds == [0, 1, 2, 3, 4]
+    env = make_env("math_tool", data="generated:5:3")
+    ids = []
+    for s in seeds:
+        env.reset(s)
+        ids.append(env.problem.id)
+    assert ids == [f"gen3:{i}" for i in range(5)]
+    assert "eval.tasks = 8" in caplog.text and "has 5 tasks" in caplog.text
+    assert eval_tasks("math_tool", {"data": "generated:5:3"}, 3) == [0, 1, 2]
+
+
 def test_bad_math_options_name_the_key():
     with pytest.raises(ConfigError, match="math.eval.env_options"):
         run_specs(config(eval={"tasks": 2, "env_options": {"max_turns": 0}}))
