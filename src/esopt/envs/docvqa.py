@@ -80,6 +80,8 @@ class DocVQAEnv(Environment):
     page must be OCRed), output_chars, ocr_cache (reuse a page's OCR text by its hash)."""
 
     stop = ("```output",)
+    # The scored ANLS and exact-match accuracy (0 without a tool use, like the reward).
+    outcome_columns = {"anls": "float64", "accuracy": "float64"}
     # Training draws task seed s as document s mod the number of documents (seeds are
     # hashes); evaluation takes documents 0..N-1, capped at num_tasks (stages.eval_tasks).
     indexed_tasks = True

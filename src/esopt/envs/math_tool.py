@@ -46,6 +46,8 @@ class MathToolEnv(Environment):
     prepended to the system prompt: Trace2Skill), tool limits, output_chars."""
 
     stop = ("```output",)
+    # Which checker judged the answer (esopt.envs.math_answers.check_answer).
+    outcome_columns = {"decided_by": "string"}
     # Training draws task seed s as problem s mod the file's length (seeds are hashes);
     # evaluation takes problems 0..N-1, capped at num_tasks (esopt.pipeline.stages.eval_tasks).
     indexed_tasks = True
