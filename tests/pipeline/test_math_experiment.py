@@ -85,14 +85,15 @@ def test_table3_and_figure8_from_evaluation_files(tiny_policy, tmp_path):
         write_parquet_atomic(table, Path(spec.run_dir) / "final" / "eval.parquet")
         assert correct_matrix(Path(spec.run_dir) / "final" / "eval.parquet").shape == (3, 2)
         header, rows = table3([spec])
-        assert header[3] == "Mean@2 (%)" and header[4] == "Pass@2 (%)"
-        assert [r[2] for r in rows] == ["No Skill"] and rows[0][5] == "3"
+        assert header == ["Condition", "math H2 Mean@2 (%)", "math H2 Pass@2 (%)"]
+        assert [r[0] for r in rows] == ["No Skill", "Held-out tasks x samples"]
+        assert rows[1][1:] == ["3x2", "3x2"]
         # An evaluation-only model (config eval_models): a No Skill row of its own, first.
         big = replace(spec, eval_model="Qwen/Qwen3.5-27B")
         write_parquet_atomic(table, Path(big.run_dir) / "final" / "eval.parquet")
         _, rows = table3([spec, big])
-        assert [r[2] for r in rows] == ["Qwen/Qwen3.5-27B (evaluation only) + No Skill",
-                                        "No Skill"]
+        assert [r[0] for r in rows] == ["Qwen/Qwen3.5-27B (evaluation only) + No Skill",
+                                        "No Skill", "Held-out tasks x samples"]
         paths = figure8([spec, big], tmp_path / "fig")
         assert all(p.stat().st_size > 1000 for p in paths)
     finally:
