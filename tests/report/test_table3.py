@@ -116,7 +116,7 @@ def test_figure8_has_a_panel_per_metric_with_mean_circles_and_best_of_4_stars(
     assert all(p.stat().st_size > 1000 for p in paths)
     axes = seen[0].axes
     assert [ax.get_title() for ax in axes] == ["math H2: success", "docvqa H3: ANLS",
-                                               "docvqa H3: Acc."]
+                                               "docvqa H3: accuracy"]
     # Conditions draw in order (No Skill C0, GRPO C1, ESOpt C2): curve, circle, star.
     esopt = {line.get_marker(): (list(line.get_xdata()), list(np.round(line.get_ydata(), 6)))
              for line in axes[1].get_lines() if line.get_color() == "C2"}

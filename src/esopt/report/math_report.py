@@ -24,6 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from esopt.agent.metrics import max_at_k  # noqa: E402
 from esopt.pipeline.spec import RunSpec  # noqa: E402
@@ -47,15 +48,16 @@ class Metric:
 
     column: str
     name: str  # column-header prefix ("" for math's success)
+    label: str  # in figures
     best: str  # Pass (0/1 scores) or Max (ANLS)
     scale: float  # 100: shown in %
     digits: int
 
 
 METRICS = {
-    "math_tool": (Metric("success", "", "Pass", 100.0, 2),),
-    "docvqa": (Metric("anls", "ANLS ", "Max", 1.0, 4), Metric("accuracy", "Acc. ", "Pass",
-                                                               100.0, 2)),
+    "math_tool": (Metric("success", "", "success", "Pass", 100.0, 2),),
+    "docvqa": (Metric("anls", "ANLS ", "ANLS", "Max", 1.0, 4),
+               Metric("accuracy", "Acc. ", "accuracy", "Pass", 100.0, 2)),
 }
 
 
@@ -156,7 +158,8 @@ def figure8(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     panels = _panels(specs) or [("", 0, "", METRICS["math_tool"][0])]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 3.8), squeeze=False,
+                             constrained_layout=True)
     for ax, (exp, h, _env, m) in zip(axes[0], panels, strict=True):
         for i, (label, method, model, kind) in enumerate(_conditions(specs)):
             mats = [score_matrix(_eval_path(s, kind), m.column) for s in specs
@@ -175,10 +178,11 @@ def figure8(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
                 star = m.scale * np.mean([max_at_k(x, TABLE3_K) for x in mats])
                 ax.plot([TABLE3_K], [star], "*", ms=11, color=color)
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))  # 1, 2, 4: not 2^k
+        ax.set_ylim(bottom=0)  # scores are >= 0
         ax.set_xlabel("k (samples per task)")
-        ax.set_ylabel(f"best-of-k {m.name.strip() or 'success'}" + (" (%)" if m.scale == 100
-                                                                     else ""))
-        ax.set_title(f"{exp} H{h}: {m.name.strip() or 'success'}")
+        ax.set_ylabel(f"best-of-k {m.label}" + (" (%)" if m.scale == 100 else ""))
+        ax.set_title(f"{exp} H{h}: {m.label}")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
@@ -218,6 +222,7 @@ def figure9(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
         if runs:
             ax.axhline(h, color="black", ls="--", lw=1, label="turn limit")
             ax.set_ylim(0, h + 0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("update (ES generation / GRPO step)")
         ax.set_ylabel("turns per training episode")
         ax.set_title(f"DocVQA training, turn limit {h}" if runs else "DocVQA: no trained run")
