@@ -103,15 +103,6 @@ def _sympy_equal(a: str, b: str) -> bool | None:
         return None
 
 
-def math_verify_available() -> bool:
-    """Whether the `math-verify` package is importable (else the fallback decides all)."""
-    try:
-        import math_verify  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _math_verify(pred: str, gold: str) -> bool | None:
     """math-verify's verdict, or None where it does not apply (no expression on a side)."""
     try:
