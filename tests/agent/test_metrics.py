@@ -36,3 +36,23 @@ def test_best_of_k_curve_is_monotone_and_starts_at_mean_at_1():
 def test_bad_arguments():
     with pytest.raises(ValueError):
         unbiased_pass_at_k(4, 5, 1)
+
+
+def test_expected_max_at_k_equals_enumerating_all_k_subsets():
+    from esopt.agent.metrics import expected_max_at_k, max_at_k
+
+    scores = [0.0, 0.25, 0.9, 0.5, 0.25, 1.0]  # ANLS-like, with a tie
+    for k in range(1, 7):
+        subsets = list(itertools.combinations(scores, k))
+        assert expected_max_at_k(scores, k) == pytest.approx(
+            sum(max(s) for s in subsets) / len(subsets))
+    assert expected_max_at_k(scores, 1) == pytest.approx(np.mean(scores))
+    assert expected_max_at_k(scores, 6) == 1.0
+    # Hand-computed: [0.2, 0.6, 0.4], k=2: pairs' maxima 0.6, 0.4, 0.6 -> 1.6 / 3.
+    assert max_at_k([[0.2, 0.6, 0.4]], 2) == pytest.approx(1.6 / 3)
+    # 0/1 scores: the unbiased pass@k, row by row.
+    correct = np.array([[1, 0, 0, 1, 0], [0, 0, 0, 0, 0]], dtype=bool)
+    assert max_at_k(correct, 3) == pytest.approx(
+        (unbiased_pass_at_k(5, 2, 3) + unbiased_pass_at_k(5, 0, 3)) / 2)
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        expected_max_at_k([0.5], 2)

@@ -196,6 +196,13 @@ def test_docvqa_is_registered():
     assert "docvqa" in registered()
 
 
+def test_evaluation_takes_each_document_once_when_tasks_exceed_the_data():
+    from esopt.pipeline.stages import eval_tasks
+
+    assert make_env("docvqa", data="synthetic:3:0").num_tasks == 3
+    assert eval_tasks("docvqa", {"data": "synthetic:3:0"}, 5) == [0, 1, 2]
+
+
 def test_oracle_scores_anls_above_0_8():
     e, scores = env(), []
     for seed in ORACLE_PAGES:

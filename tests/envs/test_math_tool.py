@@ -97,3 +97,44 @@ def test_turn_limit_ends_a_wrong_episode():
     assert not e.step("hmm").done
     r = e.step("still thinking")
     assert r.done and r.reward == 0 and not e.success
+
+
+class _Policy:
+    """Answers 'Compute ...' problems as an unreduced fraction, gives up on the others
+    (on all of them when silent)."""
+
+    def __init__(self, silent=False):
+        self.silent = silent
+
+    def generate(self, conversations, sampling):
+        import re
+
+        from esopt.backends.base import Completion
+
+        out = []
+        for c in conversations:
+            m = re.match(r"Compute (\d+) \* (\d+) \+ (\d+)\.", c[-1]["content"])
+            text = (f"Answer: \\frac{{{2 * (int(m[1]) * int(m[2]) + int(m[3]))}}}{{2}}"
+                    if m and not self.silent else "I do not know.")
+            out.append(Completion(text, 10, 3, "stop"))
+        return out
+
+
+def test_evaluation_data_say_which_checker_decided():
+    from esopt.agent.evaluate import evaluate
+    from esopt.backends.base import SamplingParams
+
+    options = {"data": "generated:8:0", "require_tool": False, "max_turns": 1}
+    table, _ = evaluate(_Policy(), "math_tool", options, list(range(8)), 2, SamplingParams())
+    rows = table.select(["task_seed", "success", "decided_by"]).to_pylist()
+    assert table.schema.field("decided_by").type == "string"
+    answered = [r for r in rows if r["decided_by"] is not None]
+    # math-verify judged every answer (all correct); unanswered episodes have no checker.
+    assert answered and all(r["decided_by"] == "math_verify" and r["success"] for r in answered)
+    assert all(not r["success"] for r in rows if r["decided_by"] is None)
+    assert len(answered) < len(rows)
+    # Typed even where no episode answered, so such a table concatenates with others.
+    table, _ = evaluate(_Policy(silent=True), "math_tool", options, [0, 1], 1,
+                        SamplingParams())
+    assert table.column("decided_by").to_pylist() == [None, None]
+    assert table.schema.field("decided_by").type == "string"

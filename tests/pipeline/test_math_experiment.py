@@ -38,6 +38,22 @@ def test_horizon_is_the_turn_limit_and_evaluation_uses_its_own_data():
     assert eval_tasks(spec.env, spec.eval_env_kwargs, spec.eval_tasks) == [0, 1, 2]
 
 
+def test_evaluation_never_repeats_a_problem_when_tasks_exceed_the_file(caplog):
+    # 8 held-out tasks asked of a 5-problem file (AIME 2026 has 30, the paper scale asked
+    # 100): the 5 problems once each, and a warning; never problems 0..2 a second time.
+    with caplog.at_level("WARNING"):
+        seeds = eval_tasks("math_tool", {"data": "generated:5:3"}, 8)
+    assert seeds == [0, 1, 2, 3, 4]
+    env = make_env("math_tool", data="generated:5:3")
+    ids = []
+    for s in seeds:
+        env.reset(s)
+        ids.append(env.problem.id)
+    assert ids == [f"gen3:{i}" for i in range(5)]
+    assert "eval.tasks = 8" in caplog.text and "has 5 tasks" in caplog.text
+    assert eval_tasks("math_tool", {"data": "generated:5:3"}, 3) == [0, 1, 2]
+
+
 def test_bad_math_options_name_the_key():
     with pytest.raises(ConfigError, match="math.eval.env_options"):
         run_specs(config(eval={"tasks": 2, "env_options": {"max_turns": 0}}))
@@ -69,14 +85,15 @@ def test_table3_and_figure8_from_evaluation_files(tiny_policy, tmp_path):
         write_parquet_atomic(table, Path(spec.run_dir) / "final" / "eval.parquet")
         assert correct_matrix(Path(spec.run_dir) / "final" / "eval.parquet").shape == (3, 2)
         header, rows = table3([spec])
-        assert header[3] == "Mean@2 (%)" and header[4] == "Pass@2 (%)"
-        assert [r[2] for r in rows] == ["No Skill"] and rows[0][5] == "3"
+        assert header == ["Condition", "math H2 Mean@2 (%)", "math H2 Pass@2 (%)"]
+        assert [r[0] for r in rows] == ["No Skill", "Held-out tasks x samples"]
+        assert rows[1][1:] == ["3x2", "3x2"]
         # An evaluation-only model (config eval_models): a No Skill row of its own, first.
         big = replace(spec, eval_model="Qwen/Qwen3.5-27B")
         write_parquet_atomic(table, Path(big.run_dir) / "final" / "eval.parquet")
         _, rows = table3([spec, big])
-        assert [r[2] for r in rows] == ["Qwen/Qwen3.5-27B (evaluation only) + No Skill",
-                                        "No Skill"]
+        assert [r[0] for r in rows] == ["Qwen/Qwen3.5-27B (evaluation only) + No Skill",
+                                        "No Skill", "Held-out tasks x samples"]
         paths = figure8([spec, big], tmp_path / "fig")
         assert all(p.stat().st_size > 1000 for p in paths)
     finally:

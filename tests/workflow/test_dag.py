@@ -51,6 +51,36 @@ def test_dry_run_with_an_evaluation_only_model(workdir):
     assert "results/tables/table1.csv" in out
 
 
+def test_dry_run_of_the_docvqa_scale(workdir):
+    out = snakemake(workdir, "-n", "all", "--config", "scale=docvqa").stdout
+    # ESOpt: 2 generations of directions, reduce, update; GRPO: one training job; base,
+    # ESOpt and GRPO each evaluated once (base at generation 0, the others at their last);
+    # Table 3, Figures 8 and 9 in one report job, then the PDF.
+    assert re.search(r"evaluate_directions\s+2\n", out)
+    assert re.search(r"reduce_rewards\s+2\n", out) and re.search(r"es_ledger\s+1\n", out)
+    assert re.search(r"rl_train\s+1\n", out) and re.search(r"evaluate_checkpoint\s+3\n", out)
+    assert re.search(r"math_report\s+1\n", out) and re.search(r"report_pdf\s+1\n", out)
+    assert "skill_rollouts" not in out and "distill_skill" not in out  # no Trace2Skill
+    for method, gen in (("base", 0), ("esopt", 2), ("grpo", 2)):
+        assert f"results/docvqa/h2/{method}/seed0/eval/gen{gen:03d}.parquet" in out
+    for path in ("results/tables/table3.md", "results/figures/fig8.png",
+                 "results/figures/fig9.png", "results/docvqa/h2/grpo/seed0/ledger.parquet"):
+        assert path in out
+    assert "results/figures/fig3" not in out  # Sudoku's figures: not this scale's
+
+
+def test_dry_run_of_the_math_scale_has_the_grpo_row(workdir):
+    # The scale evaluates on ../shared/data/math/dapo_test.jsonl (beside the checkout).
+    shared = REPO.parent / "shared"
+    if not (shared / "data" / "math").is_dir():
+        pytest.skip(f"needs {shared / 'data' / 'math'}")
+    (workdir.parent / "shared").symlink_to(shared)
+    out = snakemake(workdir, "-n", "all", "--config", "scale=math").stdout
+    assert re.search(r"rl_train\s+1\n", out)
+    assert "results/math/h2/grpo/seed0/final/eval.parquet" in out
+    assert re.search(r"math_report\s+1\n", out) and "results/figures/fig9" not in out
+
+
 def test_dry_run_of_the_companions_scale(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "scale=companions").stdout
     # vanilla_es, copes, lowrank_es: the per-generation DAG, 2 generations each; async_es:

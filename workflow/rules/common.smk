@@ -129,14 +129,29 @@ SKILL_SPECS = [
     and s.method in ("base", "esopt")
     and not s.eval_model
 ]
+# Table 3's experiments: math with Trace2Skill, and DocVQA (no skills; base, GRPO, ESOpt).
+DOCVQA_EXPERIMENTS = list(dict.fromkeys(s.experiment for s in SPECS if s.env == "docvqa"))
+TABLE3_EXPERIMENTS = SKILL_EXPERIMENTS + DOCVQA_EXPERIMENTS
+TABLE3_SPECS = [
+    s
+    for s in SPECS
+    if s.experiment in TABLE3_EXPERIMENTS
+    and s.method in ("base", "esopt", "grpo")
+    and not s.eval_model
+]
 # Evaluation-only models' final evaluations: rows of Table 3 (No Skill), no skill of their own.
 SKILL_EVAL_MODEL_SPECS = [
-    s for s in SPECS if s.experiment in SKILL_EXPERIMENTS and s.eval_model
+    s for s in SPECS if s.experiment in TABLE3_EXPERIMENTS and s.eval_model
+]
+# Figure 9: the realized trajectory length of DocVQA's trained runs, from their ledgers.
+DOCVQA_TRAINED_SPECS = [
+    s for s in TABLE3_SPECS if s.env == "docvqa" and s.method in ("esopt", "grpo")
 ]
 MATH_OUTPUTS = (
     [f"results/tables/table3.{ext}" for ext in ("csv", "md", "tex")]
     + [f"results/figures/fig8.{ext}" for ext in ("pdf", "png")]
-    if SKILL_SPECS
+    + [f"results/figures/fig9.{ext}" for ext in ("pdf", "png") if DOCVQA_TRAINED_SPECS]
+    if TABLE3_SPECS
     else []
 )
 # The companion-methods comparison when any of copes, async_es, lowrank_es ran on Sudoku.
@@ -253,6 +268,14 @@ def ahd_instances_flag(wildcards):
 
 def ahd_summaries(wildcards):
     return [f"{r.run_dir}/summary.json" for r in AHD_RUNS]
+
+
+def table3_report_output(path):
+    """Table 3's Markdown and the figures' PDFs go into Snakemake's report with captions."""
+    name, ext = os.path.basename(path).split(".")
+    if ext in ("md", "pdf"):
+        return report(path, caption=f"../report/{name}.rst", category="Math and DocVQA")
+    return path
 
 
 def skill_sources(wildcards):

@@ -56,13 +56,14 @@ rule math_report:
     input:
         runs="results/runs.json",
         finals=lambda w: [
-            f"{s.run_dir}/final/eval.parquet" for s in SKILL_SPECS + SKILL_EVAL_MODEL_SPECS
+            f"{s.run_dir}/final/eval.parquet" for s in TABLE3_SPECS + SKILL_EVAL_MODEL_SPECS
         ],
         skills=lambda w: [f"{s.run_dir}/skill/eval.parquet" for s in SKILL_SPECS],
+        ledgers=lambda w: [f"{s.run_dir}/ledger.parquet" for s in DOCVQA_TRAINED_SPECS],
     output:
-        MATH_OUTPUTS,
+        [table3_report_output(p) for p in MATH_OUTPUTS],
     params:
-        experiments=" ".join(SKILL_EXPERIMENTS),
+        experiments=" ".join(TABLE3_EXPERIMENTS),
     log:
         "logs/report/math.log",
     shell:

@@ -40,3 +40,23 @@ def best_of_k_curve(correct_pn: np.ndarray, ks=(1, 2, 4, 8, 16, 32)) -> dict[int
     counts = correct_pn.sum(axis=1)
     return {k: float(np.mean([unbiased_pass_at_k(n, int(c), k) for c in counts]))
             for k in ks if k <= n}
+
+
+def expected_max_at_k(scores_n, k: int) -> float:
+    """E[max of k of the n scores drawn without replacement]: score i of the ascending
+    order is the maximum with probability C(i, k-1) / C(n, k) (i = 0..n-1). For 0/1 scores
+    it is the unbiased pass@k; for ANLS, Max@k; with k = n, the plain maximum."""
+    s = np.sort(np.asarray(scores_n, dtype=np.float64))
+    n = s.size
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+    weights = np.array([comb(i, k - 1) for i in range(n)], dtype=np.float64) / comb(n, k)
+    return float(weights @ s)
+
+
+def max_at_k(scores_pn, k: int) -> float:
+    """Mean over problems of expected_max_at_k of each problem's n samples; scores_pn is
+    (problems, n), n >= k (Max@k of ANLS, Pass@k of 0/1 accuracy)."""
+    scores_pn = np.asarray(scores_pn, dtype=np.float64)
+    assert scores_pn.ndim == 2, scores_pn.shape
+    return float(np.mean([expected_max_at_k(row, k) for row in scores_pn]))

@@ -12,14 +12,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from esopt.agent.rollout import Episode
+from esopt.envs.base import outcome_columns
 
 
 def episodes_table(episodes: Sequence[Episode], extra: Mapping[str, object] | None = None
                    ) -> pa.Table:
-    """A table of episodes; `extra` adds constant columns (direction, generation, ...)."""
-    rows = []
+    """A table of episodes; `extra` adds constant columns (direction, generation, ...), and
+    each environment's `outcome_columns` come from its last turn's info (math: which
+    checker decided; DocVQA: ANLS and accuracy)."""
+    rows, types = [], {}
     for ep in episodes:
         row = dict(extra or {})
+        columns = outcome_columns(ep.env)
+        types.update(columns)
+        final = ep.turns[-1].info if ep.turns else {}
+        row.update({key: final.get(key) for key in columns})
         row.update(
             env=ep.env, task_seed=ep.task_seed, success=ep.success, failed=ep.failed,
             error=ep.error, reward=float(ep.reward),
@@ -33,7 +40,12 @@ def episodes_table(episodes: Sequence[Episode], extra: Mapping[str, object] | No
                     "completion_ids": [int(i) for i in t.completion_ids]} for t in ep.turns],
         )
         rows.append(row)
-    return pa.Table.from_pylist(rows)
+    table = pa.Table.from_pylist(rows)
+    # Typed even when every value is null, so repeats' tables concatenate.
+    for key, type_name in types.items():
+        i = table.schema.get_field_index(key)
+        table = table.set_column(i, key, table.column(i).cast(pa.type_for_alias(type_name)))
+    return table
 
 
 def write_parquet_atomic(table: pa.Table, path: str | os.PathLike,

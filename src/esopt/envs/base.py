@@ -35,6 +35,9 @@ class Environment(ABC):
     """Tokens the policy may write per turn (a hint the rollout engine uses)."""
     stop: tuple[str, ...] = ()
     """Stop strings for the policy's turn."""
+    outcome_columns: dict[str, str] = {}
+    """Keys of the last turn's info that episode tables carry as columns, with their Arrow
+    type names (null where an episode has none, e.g. it failed or never answered)."""
 
     @abstractmethod
     def reset(self, seed: int) -> Conversation:
@@ -64,6 +67,14 @@ def register(name: str):
         return cls
 
     return wrap
+
+
+def outcome_columns(name: str) -> dict[str, str]:
+    """The registered environment's outcome columns ({} for an unknown name)."""
+    import esopt.envs  # noqa: F401  (registers the built-in environments)
+
+    cls = _REGISTRY.get(name)
+    return dict(cls.outcome_columns) if cls is not None else {}
 
 
 def make_env(name: str, **kwargs) -> Environment:

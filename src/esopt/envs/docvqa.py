@@ -80,7 +80,11 @@ class DocVQAEnv(Environment):
     page must be OCRed), output_chars, ocr_cache (reuse a page's OCR text by its hash)."""
 
     stop = ("```output",)
-    indexed_tasks = True  # task seed i is document i (mod the number of tasks)
+    # The scored ANLS and exact-match accuracy (0 without a tool use, like the reward).
+    outcome_columns = {"anls": "float64", "accuracy": "float64"}
+    # Training draws task seed s as document s mod the number of documents (seeds are
+    # hashes); evaluation takes documents 0..N-1, capped at num_tasks (stages.eval_tasks).
+    indexed_tasks = True
 
     def __init__(self, data: str = "synthetic:64:0", max_turns: int = 4, skill: str = "",
                  max_new_tokens: int = 256, output_chars: int = 1500,
@@ -100,6 +104,11 @@ class DocVQAEnv(Environment):
         self.ocr_limits = dataclasses.replace(self.limits, wall_s=tool_wall_s + ocr_s,
                                               cpu_s=tool_cpu_s + ocr_s)
         self._solved = False
+
+    @property
+    def num_tasks(self) -> int:
+        """Documents in the data: evaluation never asks for more (none repeats)."""
+        return len(self.tasks)
 
     def system_prompt(self) -> str:
         return f"{SYSTEM}\n\n{self.skill.strip()}" if self.skill.strip() else SYSTEM

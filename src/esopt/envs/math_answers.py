@@ -1,10 +1,13 @@
 """Answer extraction and equivalence checking for math problems.
 
 Extraction: the last `Answer:` line wins; without one, the last balanced `\\boxed{...}`.
-Checking: `math-verify` where it is installed (the reference checker of DAPO-style
-evaluations), else a normalised comparison: exact strings after normalisation, then exact
-rational values (fractions, decimals, integers with separators), then sympy equivalence of
-simple expressions. `check_answer` says which of these decided.
+Checking: `math-verify` (Hugging Face's checker, the reference of DAPO-style evaluations;
+the `math` extra installs it) decides wherever it applies, i.e. it parsed both the answer
+and the reference, and then its verdict is final either way. Where it does not apply (not
+installed, disabled, a side it finds no expression in, an error or its timeout) the fallback
+decides: exact strings after normalisation, then exact rational values (fractions,
+decimals, integers with separators), then sympy equivalence of simple expressions.
+`check_answer` says which of these decided; evaluation files carry it as `decided_by`.
 """
 
 from __future__ import annotations
@@ -101,13 +104,22 @@ def _sympy_equal(a: str, b: str) -> bool | None:
 
 
 def _math_verify(pred: str, gold: str) -> bool | None:
+    """math-verify's verdict, or None where it does not apply (no expression on a side)."""
     try:
         from math_verify import parse, verify
     except ImportError:
         return None
     try:
-        return bool(verify(parse(f"${gold}$"), parse(f"${pred}$")))
-    except Exception:  # noqa: BLE001
+        # The answers come without $ (extract_answer strips them): wrapping them makes the
+        # LaTeX extractor read them as math; a bare number parses either way.
+        gold_parsed, pred_parsed = parse(f"${gold}$"), parse(f"${pred}$")
+        # parse() returns [expression, source string], or just the string when it found no
+        # expression: then verify() would only compare raw strings, less than the fallback.
+        if not any(not isinstance(v, str) for v in gold_parsed) or not any(
+                not isinstance(v, str) for v in pred_parsed):
+            return None
+        return bool(verify(gold_parsed, pred_parsed))
+    except Exception:  # noqa: BLE001 - its timeout (SIGALRM: main thread only), parse errors
         return None
 
 
@@ -118,8 +130,8 @@ def check_answer(pred: str | None, gold: str, use_math_verify: bool = True
         return False, "none"
     if use_math_verify:
         verdict = _math_verify(pred, gold)
-        if verdict:
-            return True, "math_verify"
+        if verdict is not None:
+            return verdict, "math_verify"
     a, b = normalise(pred), normalise(gold)
     if a == b:
         return True, "string"

@@ -46,7 +46,11 @@ class MathToolEnv(Environment):
     prepended to the system prompt: Trace2Skill), tool limits, output_chars."""
 
     stop = ("```output",)
-    indexed_tasks = True  # task seed i is problem i (mod the file's length)
+    # Which checker judged the answer (esopt.envs.math_answers.check_answer).
+    outcome_columns = {"decided_by": "string"}
+    # Training draws task seed s as problem s mod the file's length (seeds are hashes);
+    # evaluation takes problems 0..N-1, capped at num_tasks (esopt.pipeline.stages.eval_tasks).
+    indexed_tasks = True
 
     def __init__(self, data: str, max_turns: int = 4, require_tool: bool = True,
                  skill: str = "", max_new_tokens: int = 256, output_chars: int = 800,
@@ -63,6 +67,11 @@ class MathToolEnv(Environment):
                                     memory_mb=tool_memory_mb, output_chars=output_chars)
         self.use_math_verify = use_math_verify
         self._solved = False
+
+    @property
+    def num_tasks(self) -> int:
+        """Problems in the data file: evaluation never asks for more (none repeats)."""
+        return len(self.problems)
 
     def system_prompt(self) -> str:
         return f"{SYSTEM}\n\n{self.skill.strip()}" if self.skill.strip() else SYSTEM

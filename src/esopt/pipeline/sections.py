@@ -29,7 +29,7 @@ from esopt.pipeline.spec import (
 )
 from esopt.runtime.sandbox import SandboxLimits
 
-EXPERIMENTS = ("sudoku", "countdown", "math", "ahd")
+EXPERIMENTS = ("sudoku", "countdown", "math", "docvqa", "ahd")
 AHD_PROBLEMS = tuple(PROBLEMS)
 AHD_METHODS = ("sample", "esopt_sample", "eoh", "esopt_eoh")
 
@@ -282,6 +282,29 @@ class MathSection(ExperimentSection):
 
 
 @dataclass(frozen=True)
+class DocVQASection(ExperimentSection):
+    """DocVQA with an OCR tool (Table 3's DocVQA columns, Figure 8's DocVQA panels, Figure
+    9); the horizon is the turn limit; the reward is ANLS (0 without a tool use)."""
+
+    env: str = option("docvqa", "registered environment name")
+    horizons: list[int] = option(factory=lambda: [3], item_minimum=1,
+                                 help="turn limits (an OCR call, a look, the answer)")
+    methods: list[str] = option(factory=lambda: ["base", "esopt", "grpo"],
+                                item_choices=METHODS,
+                                help="methods to run: No Skill (base), Agentic ESOpt, "
+                                     "Agentic GRPO")
+    landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
+                                         help="the reward landscape around the final "
+                                              "checkpoint (Figure 6 is the paper's Sudoku "
+                                              "figure: off here by default)")
+
+    def __post_init__(self) -> None:
+        if self.skills:
+            # Trace2Skill distils lessons from problems with a reference answer (math).
+            raise ValueError("skills: Trace2Skill runs on the math experiment only")
+
+
+@dataclass(frozen=True)
 class AHDES:
     """ES of the esopt_* AHD methods."""
 
@@ -377,7 +400,7 @@ class Config:
     """esopt workflow configuration (config/config.yaml, a scale file, --config)."""
 
     scale: str = option("tiny", "scale file merged from config/scales (smoke, tiny, paper, "
-                                "ahd, math, math-paper)")
+                                "ahd, math, math-paper, docvqa, docvqa-paper, ...)")
     model: str = option("smollm2-135m-instruct", "base model: embedded name, local "
                                                  "checkpoint directory or Hub id")
     serving_dtype: str = option("float32", "precision of the served weights; masters stay "
@@ -398,6 +421,8 @@ class Config:
                                               "demonstration; training-reward figure)")
     math: MathSection = option(factory=MathSection,
                                help="math with a Python tool (Table 3, Figure 8)")
+    docvqa: DocVQASection = option(factory=DocVQASection,
+                                   help="DocVQA with an OCR tool (Table 3, Figures 8 and 9)")
     ahd: AHDSection = option(factory=AHDSection, help="automatic heuristic design")
     runtime: RuntimeSection = option(factory=RuntimeSection, help="fan-out settings")
 

@@ -376,12 +376,19 @@ def check_fingerprints(table: dict, names: list[str], source: str) -> None:
 
 def eval_tasks(env: str, env_kwargs: dict, count: int) -> list[int]:
     """Held-out task seeds: generated tasks hash apart from training; environments over a
-    fixed problem file (`indexed_tasks`) take the first N problems (at most the file's
-    `num_tasks`), each once, in file order."""
+    fixed problem file (`indexed_tasks`) take the first N problems in file order, each
+    once: `count` is capped at the file's `num_tasks` (logged), never wrapped around it."""
     made = make_env(env, **env_kwargs)
-    if getattr(made, "indexed_tasks", False):
-        return list(range(min(count, getattr(made, "num_tasks", None) or count)))
-    return task_seeds("test", count)
+    if not getattr(made, "indexed_tasks", False):
+        return task_seeds("test", count)
+    size = getattr(made, "num_tasks", None)
+    if size is None:
+        # Without a size the environment would wrap seeds modulo its file: repeats.
+        raise ValueError(f"env {env!r} has indexed tasks but no num_tasks")
+    if count > size:
+        log.warning("eval.tasks = %d, but the evaluation data of %s has %d tasks: evaluating "
+                    "all %d, each once", count, env, size, size)
+    return list(range(min(count, size)))
 
 
 def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: str,

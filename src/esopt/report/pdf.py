@@ -85,7 +85,8 @@ def _first_page(pdf: PdfPages, page) -> None:
 def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                  out: str | Path, first_page) -> Path:
     """The first page (what ran, what it shows), then Tables 1, 2, 7, Figures 3, 7, the
-    training reward, Figure 6 (and the math and AHD pages when present), in one PDF."""
+    training reward, Figure 6 (and the math / DocVQA and AHD pages when present), in one
+    PDF."""
     tables, figures, captions, out = map(Path, (tables, figures, captions, out))
     out.parent.mkdir(parents=True, exist_ok=True)
     with PdfPages(out) as pdf:
@@ -110,11 +111,14 @@ def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
         if (figures / "fig6.png").exists():  # present when landscapes were computed
             _figure_page(pdf, "Figure 6: reward landscapes around the final checkpoint",
                          figures / "fig6.png", _caption(captions, "fig6"))
-        if (tables / "table3.csv").exists():  # present when a math experiment ran
-            _table_page(pdf, "Table 3: math with a tool (Mean@k, Pass@k)",
+        if (tables / "table3.csv").exists():  # present when math or DocVQA ran
+            _table_page(pdf, "Table 3: math with a tool and DocVQA with an OCR tool",
                         tables / "table3.csv", _caption(captions, "table3"))
-            _figure_page(pdf, "Figure 8: math best-of-k", figures / "fig8.png",
-                         _caption(captions, "fig8"))
+            _figure_page(pdf, "Figure 8: best-of-k (math; DocVQA ANLS and accuracy)",
+                         figures / "fig8.png", _caption(captions, "fig8"))
+        if (figures / "fig9.png").exists():  # present when DocVQA trained runs ran
+            _figure_page(pdf, "Figure 9: average realized trajectory length during DocVQA "
+                              "training", figures / "fig9.png", _caption(captions, "fig9"))
         if (tables / "companions.csv").exists():  # present when companion methods ran
             _table_page(pdf, "Companion ES methods: ES, CoPES, async ES, low-rank ES",
                         tables / "companions.csv", _caption(captions, "companions"))
