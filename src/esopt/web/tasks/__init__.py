@@ -1,0 +1,27 @@
+"""All tasks, by site: seeded templates over each site's seeded data."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import random
+
+from esopt.web.sites import SITES, site_module
+from esopt.web.task import Task
+
+PER_TEMPLATE = 5
+"""Instances per task template (7-8 templates a site: 37 templates, 185 tasks)."""
+
+
+@functools.lru_cache(maxsize=16)
+def site_tasks(site: str, data_seed: int = 0) -> tuple[Task, ...]:
+    """The tasks of one site over the data of `data_seed`, in a fixed order."""
+    data = site_module(site).generate(data_seed)
+    module = importlib.import_module(f"esopt.web.tasks.{site}")
+    return tuple(module.make_tasks(data, random.Random(f"tasks:{site}:{data_seed}"),
+                                   PER_TEMPLATE))
+
+
+def all_tasks(data_seed: int = 0, sites: tuple[str, ...] = SITES) -> tuple[Task, ...]:
+    """The tasks of the given sites, site after site."""
+    return tuple(t for site in sites for t in site_tasks(site, data_seed))
