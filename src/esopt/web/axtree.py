@@ -96,11 +96,9 @@ class _TreeBuilder(HTMLParser):
     def _depth(self) -> int:
         return sum(1 for _, n in self.stack if n is not None and n.emitted)
 
-    def _naming_ancestor(self) -> Node | None:
-        for _, n in reversed(self.stack):
-            if n is not None and n.tag in _NAMED_BY_TEXT:
-                return n
-        return None
+    def _naming_ancestors(self) -> list[Node]:
+        # A cell holding a link is named by all its text, the link by its own.
+        return [n for _, n in self.stack if n is not None and n.tag in _NAMED_BY_TEXT]
 
     def _current_form(self) -> Form | None:
         return self.forms[-1] if self.forms and any(t == "form" for t, _ in self.stack) else None
@@ -204,12 +202,11 @@ class _TreeBuilder(HTMLParser):
             self._label_text.append(text)
             if self._label_for:
                 return  # a <label for> names its field; not repeated as text
-        owner = self._naming_ancestor()
-        if owner is None:
-            owner = next((n for _, n in reversed(self.stack)
-                          if n is not None and n.tag in ("textarea", "title")), None)
-        if owner is not None:
+        owners = self._naming_ancestors() or [n for _, n in self.stack[-1:]
+                                               if n is not None and n.tag == "textarea"]
+        for owner in owners:
             owner.text_parts.append(text)
+        if owners:
             return
         self._add(Node("StaticText", "#text", {}, self._depth(), name=text))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import threading
 import time
@@ -22,10 +23,12 @@ from esopt.web.apps import create_app
 from esopt.web.apps.common import EpisodeStore
 
 
-def _exit_with_parent(parent: int) -> None:
-    # A parent killed hard (SIGKILL, OOM) cannot stop us; we notice it is gone and leave.
+def _exit_with_parent(parent: int, workdir: Path) -> None:
+    # A parent killed hard (SIGKILL, OOM) cannot stop us or delete our files; we notice it
+    # is gone, delete them and leave.
     while os.getppid() == parent:
         time.sleep(0.5)
+    shutil.rmtree(workdir, ignore_errors=True)
     os._exit(0)
 
 
@@ -37,7 +40,7 @@ def main(argv: list[str]) -> None:
     app = create_app(site, EpisodeStore(Path(pristine), Path(workdir)),
                      os.environ["ESOPT_WEB_ADMIN_KEY"])
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    threading.Thread(target=_exit_with_parent, args=(parent, Path(workdir)), daemon=True).start()
     print(f"LISTENING {server.server_port}", flush=True)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # nobody reads the pipe after the first line
