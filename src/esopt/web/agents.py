@@ -14,6 +14,7 @@ import re
 from esopt.web.task import Step, Task
 
 _LINE = re.compile(r"^\s*\[(\d+)\] (\S+) (.*)$")
+_URL = re.compile(r"^URL: (https?://[^/\s]+)", re.M)
 MAX_SCROLLS = 10
 
 
@@ -32,8 +33,8 @@ def find_element(observation: str, role: str, name: str) -> int | None:
 class OracleAgent:
     """Plays a task's scripted solution, one action per observation."""
 
-    def __init__(self, task: Task, base_url: str):
-        self.steps, self.base_url = list(task.solution), base_url.rstrip("/")
+    def __init__(self, task: Task):
+        self.steps = list(task.solution)
         self.index, self.scrolls = 0, 0
 
     def act(self, observation: str) -> str:
@@ -43,7 +44,8 @@ class OracleAgent:
         step: Step = self.steps[self.index]
         if step.verb == "goto":
             self.index += 1
-            return f"```goto [{self.base_url}{step.text}]```"
+            m = _URL.search(observation)  # the site's origin, from the page shown
+            return f"```goto [{m.group(1) if m else ''}{step.text}]```"
         if step.verb == "stop":
             self.index += 1
             return f"```stop [{step.text}]```"
@@ -62,8 +64,8 @@ class RandomAgent:
 
     WORDS = ("hello", "test", "python", "42", "issue", "cart", "yes", "new post")
 
-    def __init__(self, seed: int, base_url: str):
-        self.rng, self.base_url = random.Random(seed), base_url.rstrip("/")
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
 
     def act(self, observation: str) -> str:
         """A random action over the observation's element ids."""
@@ -74,7 +76,7 @@ class RandomAgent:
         if r < 0.1:
             return f"```scroll [{self.rng.choice(['up', 'down'])}]```"
         if r < 0.15:
-            return f"```goto [{self.base_url}/]```"
+            return "```goto [/]```"
         if r < 0.2:
             return "```go_back```"
         if not ids:
@@ -85,10 +87,10 @@ class RandomAgent:
 
 
 def play(env, seed: int, agent_for) -> tuple[bool, list[str]]:
-    """Play one episode of `env` (a WebEnv) with `agent_for(task, base_url)`; return
+    """Play one episode of `env` (a WebEnv) with the agent `agent_for(task)`; return
     (success, the actions written)."""
     obs = env.reset(seed)
-    agent = agent_for(env.task, env.server.url)
+    agent = agent_for(env.task)
     actions = []
     for _ in range(env.max_turns):
         action = agent.act(obs[-1]["content"])

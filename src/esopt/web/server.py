@@ -31,13 +31,14 @@ START_TIMEOUT_S = 30.0
 class SiteServer:
     """One site as a real web server on loopback; use as a context manager or start/stop."""
 
-    def __init__(self, site: str, data_seed: int = 0):
-        self.site, self.data_seed = site, data_seed
+    def __init__(self, site: str, data_seed: int = 0, keep_alive: bool = True):
+        self.site, self.data_seed, self.keep_alive = site, data_seed, keep_alive
         self.module = site_module(site)
         self.proc: subprocess.Popen | None = None
         self.port = 0
         self.admin_key = secrets.token_hex(16)
         self._dir: tempfile.TemporaryDirectory | None = None
+        self._admin_session = requests.Session()
 
     @property
     def url(self) -> str:
@@ -60,7 +61,8 @@ class SiteServer:
         env = {**os.environ, "ESOPT_WEB_ADMIN_KEY": self.admin_key, "OMP_NUM_THREADS": "1"}
         with open(root / "server.log", "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "esopt.web.serve", self.site, str(pristine), str(root)],
+                [sys.executable, "-m", "esopt.web.serve", self.site, str(pristine), str(root)]
+                + ([] if self.keep_alive else ["--http10"]),
                 stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True)  # its own group: a Ctrl-C here does not reach it
         try:
@@ -95,6 +97,7 @@ class SiteServer:
                     os.kill(proc.pid, signal.SIGKILL)
                     proc.wait()
             proc.stdout.close()
+        self._admin_session.close()
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
@@ -108,8 +111,8 @@ class SiteServer:
         self._admin("/__release", episode)
 
     def _admin(self, path: str, episode: str) -> None:
-        r = requests.post(self.url + path, timeout=10,
-                          headers={ADMIN_HEADER: self.admin_key, EPISODE_HEADER: episode})
+        r = self._admin_session.post(self.url + path, timeout=10, headers={
+            ADMIN_HEADER: self.admin_key, EPISODE_HEADER: episode})
         r.raise_for_status()
 
     def episode_db(self, episode: str) -> Path:
