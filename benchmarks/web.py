@@ -8,7 +8,8 @@ Start time: from `SiteServer.start()` to the first served page, each site 3 time
 (median). Latency: sequential GETs of a fixed page mix with one keep-alive session. Throughput: the
 same mix from 8 client threads. Episodes: the oracle over the first N tasks (all sites)
 through `make_env("web")`, servers already warm. Chromium (`--chromium`, needs `playwright`
-from PyPI and Debian's `chromium`): page load + accessibility snapshot of the same pages.
+from PyPI and Debian's `chromium`): page load + tree of the same pages, `ChromiumBrowser`
+against `TextBrowser`, and the browser's launch time.
 """
 
 from __future__ import annotations
@@ -79,34 +80,28 @@ def oracle_episodes(n: int) -> tuple[float, float, int]:
     return n / dt, steps / dt, solved
 
 
-def chromium_pages(n: int) -> tuple[float, float]:
-    """Median ms per page load + accessibility snapshot with Playwright + Chromium, and
-    the same for the text browser."""
-    import shutil
-
-    from playwright.sync_api import sync_playwright
-
+def chromium_pages(n: int) -> tuple[float, float, float]:
+    """Median ms per page load + tree for the Chromium and the text browser, and
+    Chromium's launch time in seconds."""
     from esopt.web.browser import TextBrowser
+    from esopt.web.chromium import ChromiumBrowser, stop_chromium
 
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    with SiteServer("forum") as s, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
-        page = browser.new_page()
-        chrome = []
-        for i in range(n):
-            t0 = time.perf_counter()
-            page.goto(s.url + PAGES[i % len(PAGES)])
-            page.locator("body").aria_snapshot()
-            chrome.append(time.perf_counter() - t0)
-        browser.close()
-        text = TextBrowser([s.url])
-        plain = []
-        for i in range(n):
-            t0 = time.perf_counter()
-            text.goto(s.url + PAGES[i % len(PAGES)])
-            text.observation()
-            plain.append(time.perf_counter() - t0)
-    return statistics.median(chrome) * 1e3, statistics.median(plain) * 1e3
+    with SiteServer("forum") as s:
+        t0 = time.perf_counter()
+        chrome_tab = ChromiumBrowser([s.url])
+        launch = time.perf_counter() - t0
+        out = []
+        for tab in (chrome_tab, TextBrowser([s.url])):
+            times = []
+            for i in range(n):
+                t0 = time.perf_counter()
+                tab.goto(s.url + PAGES[i % len(PAGES)])
+                tab.observation()
+                times.append(time.perf_counter() - t0)
+            tab.close()
+            out.append(statistics.median(times) * 1e3)
+        stop_chromium()
+    return out[0], out[1], launch
 
 
 def main() -> None:
@@ -126,8 +121,9 @@ def main() -> None:
     print(f"oracle through the env: {eps:.1f} episodes/s, {steps:.0f} actions/s, "
           f"{solved}/{args.episodes} solved")
     if args.chromium:
-        chrome, plain = chromium_pages(60)
-        print(f"page + tree: chromium {chrome:.1f} ms, text browser {plain:.1f} ms (median)")
+        chrome, plain, launch = chromium_pages(60)
+        print(f"page + tree: chromium {chrome:.1f} ms, text browser {plain:.1f} ms (median); "
+              f"chromium launch {launch:.1f} s")
 
 
 if __name__ == "__main__":

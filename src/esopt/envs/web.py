@@ -24,6 +24,7 @@ from esopt.web.task import Task
 from esopt.web.tasks import all_tasks
 
 SPLITS = ("all", "train", "test")
+BROWSERS = ("text", "chromium")
 
 SYSTEM = (
     "You are an autonomous agent using a web browser to accomplish a task. Each turn you see "
@@ -50,27 +51,30 @@ def in_split(task: Task, split: str) -> bool:
 @register("web")
 class WebEnv(Environment):
     """Options: sites (comma-separated, default all five), split (all|train|test),
-    data_seed (the sites' data and tasks), max_turns, viewport_lines, max_chars, skill."""
+    data_seed (the sites' data and tasks), max_turns, viewport_lines, max_chars, skill,
+    browser (text: HTTP + HTML renderer, the default; chromium: Playwright + Chromium)."""
 
     max_new_tokens = 256
     indexed_tasks = True  # task seed i is task i of the selection (mod its size)
 
     def __init__(self, sites: str = ",".join(SITES), split: str = "all", data_seed: int = 0,
                  max_turns: int = 15, viewport_lines: int = 60, max_chars: int = 6000,
-                 skill: str = "", max_new_tokens: int = 256):
+                 skill: str = "", max_new_tokens: int = 256, browser: str = "text"):
         names = tuple(s.strip() for s in sites.split(",") if s.strip())
         unknown = [s for s in names if s not in SITES]
         if unknown or not names:
             raise ValueError(f"sites: unknown {unknown}; known: {list(SITES)}")
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if browser not in BROWSERS:
+            raise ValueError(f"browser must be one of {BROWSERS}, got {browser!r}")
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.tasks = tuple(t for t in all_tasks(data_seed, names) if in_split(t, split))
         self.num_tasks = len(self.tasks)
         self.data_seed, self.max_turns, self.skill = data_seed, max_turns, skill
         self.viewport_lines, self.max_chars = viewport_lines, max_chars
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens, self.browser_kind = max_new_tokens, browser
         self.browser = None
         self._solved = False
 
@@ -79,16 +83,20 @@ class WebEnv(Environment):
 
     def reset(self, seed: int) -> Conversation:
         # Imported here: `esopt.envs` registers this environment without the web extra.
-        from esopt.web.browser import TextBrowser
         from esopt.web.server import shared_site
+
+        if self.browser_kind == "chromium":
+            from esopt.web.chromium import ChromiumBrowser as Browser
+        else:
+            from esopt.web.browser import TextBrowser as Browser
 
         self.close()
         self.task = self.tasks[seed % len(self.tasks)]
         self.server = shared_site(self.task.site, self.data_seed)
         self.episode = secrets.token_hex(8)
         self.server.reset(self.episode)
-        self.browser = TextBrowser([self.server.url], {EPISODE_HEADER: self.episode},
-                                   self.viewport_lines, self.max_chars)
+        self.browser = Browser([self.server.url], {EPISODE_HEADER: self.episode},
+                               self.viewport_lines, self.max_chars)
         self.turn, self._solved, self.answer = 0, False, None
         feedback = self.browser.goto(self.task.start_path)
         return self._observation(feedback, None)
