@@ -128,7 +128,9 @@ class WebEnv(Environment):
         self.answer = answer
         db = self.server.episode_db(self.episode) if self.task.check.kind == "db" else None
         self._solved = passes(self.task.check, answer, self.browser.url, db)
-        info = {**self._info(), "answer": answer, "url": self.browser.url}
+        # problem_id and gold: what Trace2Skill's distillation reads from a failed episode.
+        info = {**self._info(), "answer": answer, "url": self.browser.url,
+                "problem_id": self.task.id, "gold": _expected(self.task)}
         self.close()
         return StepResult([], float(self._solved), True, info)
 
@@ -149,6 +151,17 @@ class WebEnv(Environment):
     @property
     def success(self) -> bool:
         return self._solved
+
+
+def _expected(task: Task) -> str:
+    """What the check wanted, in words (for skill distillation; never shown to the policy
+    during the episode)."""
+    check = task.check
+    if check.kind in ("exact_match", "must_include"):
+        return " / ".join(check.reference)
+    if check.kind == "url_match":
+        return f"end on the page {check.reference[0]}"
+    return f"the change asked for saved on the site ({task.intent})"
 
 
 def _describe(action) -> str:

@@ -23,5 +23,17 @@ def site_tasks(site: str, data_seed: int = 0) -> tuple[Task, ...]:
 
 
 def all_tasks(data_seed: int = 0, sites: tuple[str, ...] = SITES) -> tuple[Task, ...]:
-    """The tasks of the given sites, site after site."""
-    return tuple(t for site in sites for t in site_tasks(site, data_seed))
+    """The tasks of the given sites in a fixed order that takes the sites in turn, each
+    site's tasks shuffled (seeded): any first N tasks (an evaluation of N tasks) span the
+    sites and the task templates."""
+    queues = []
+    for site in sites:
+        tasks = list(site_tasks(site, data_seed))
+        random.Random(f"order:{site}:{data_seed}").shuffle(tasks)
+        queues.append(tasks)
+    order = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                order.append(queue.pop(0))
+    return tuple(order)
