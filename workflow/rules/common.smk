@@ -118,10 +118,20 @@ AHD_TABLES = [
     for ext in ("csv", "md", "tex")
     if AHD_RUNS
 ]
-# Experiments with `skills: true` (math) add Trace2Skill conditions, Table 3 and Figure 8.
+# Experiments with `skills: true` add the Trace2Skill conditions: Table 3 and Figure 8 for
+# math, Table 12 for web.
 SKILL_EXPERIMENTS = [
     e for e in config.get("experiments", []) if e != "ahd" and config.get(e, {}).get("skills")
 ]
+# The web experiment's runs: Table 4 (per site), Table 12 and Figure 10.
+WEB_EXPERIMENTS = [e for e in config.get("experiments", []) if e == "web"]
+WEB_SPECS = [s for s in SPECS if s.experiment in WEB_EXPERIMENTS and not s.eval_model]
+WEB_OUTPUTS = (
+    [f"results/tables/{t}.{ext}" for t in ("table4", "table12") for ext in ("csv", "md", "tex")]
+    + [f"results/figures/fig10.{ext}" for ext in ("pdf", "png")]
+    if WEB_SPECS
+    else []
+)
 SKILL_SPECS = [
     s
     for s in SPECS
@@ -129,14 +139,20 @@ SKILL_SPECS = [
     and s.method in ("base", "esopt")
     and not s.eval_model
 ]
+MATH_SKILL_SPECS = [s for s in SKILL_SPECS if s.experiment not in WEB_EXPERIMENTS]
+WEB_SKILL_SPECS = [s for s in SKILL_SPECS if s.experiment in WEB_EXPERIMENTS]
 # Evaluation-only models' final evaluations: rows of Table 3 (No Skill), no skill of their own.
 SKILL_EVAL_MODEL_SPECS = [
-    s for s in SPECS if s.experiment in SKILL_EXPERIMENTS and s.eval_model
+    s
+    for s in SPECS
+    if s.experiment in SKILL_EXPERIMENTS
+    and s.experiment not in WEB_EXPERIMENTS
+    and s.eval_model
 ]
 MATH_OUTPUTS = (
     [f"results/tables/table3.{ext}" for ext in ("csv", "md", "tex")]
     + [f"results/figures/fig8.{ext}" for ext in ("pdf", "png")]
-    if SKILL_SPECS
+    if MATH_SKILL_SPECS
     else []
 )
 # The companion-methods comparison when any of copes, async_es, lowrank_es ran on Sudoku.
@@ -160,6 +176,7 @@ REPORT_OUTPUTS = (
     + LANDSCAPE_OUTPUTS
     + AHD_TABLES
     + MATH_OUTPUTS
+    + WEB_OUTPUTS
     + COMPANION_OUTPUTS
     + ["results/report.pdf"]
 )
@@ -171,6 +188,11 @@ def run_results(specs):
     inputs += [f"{s.run_dir}/eval/gen{g:03d}.parquet" for s in specs for g in eval_generations(s)]
     inputs += [f"{s.run_dir}/ledger.parquet" for s in specs if s.generations]
     return inputs
+
+
+def web_results(wildcards):
+    """What Table 4, Table 12 and Figure 10 read: evaluations, skill evaluations."""
+    return run_results(WEB_SPECS) + [f"{s.run_dir}/skill/eval.parquet" for s in WEB_SKILL_SPECS]
 
 
 def sudoku_results(wildcards):

@@ -56,13 +56,13 @@ rule math_report:
     input:
         runs="results/runs.json",
         finals=lambda w: [
-            f"{s.run_dir}/final/eval.parquet" for s in SKILL_SPECS + SKILL_EVAL_MODEL_SPECS
+            f"{s.run_dir}/final/eval.parquet" for s in MATH_SKILL_SPECS + SKILL_EVAL_MODEL_SPECS
         ],
-        skills=lambda w: [f"{s.run_dir}/skill/eval.parquet" for s in SKILL_SPECS],
+        skills=lambda w: [f"{s.run_dir}/skill/eval.parquet" for s in MATH_SKILL_SPECS],
     output:
         MATH_OUTPUTS,
     params:
-        experiments=" ".join(SKILL_EXPERIMENTS),
+        experiments=" ".join(e for e in SKILL_EXPERIMENTS if e not in WEB_EXPERIMENTS),
     log:
         "logs/report/math.log",
     shell:

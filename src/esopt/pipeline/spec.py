@@ -29,9 +29,9 @@ COMPANION_METHODS = ("copes", "async_es", "lowrank_es")
 RL_METHODS = ("grpo", "grpo_b", "ppo")
 PAPER_METHODS = ("base", "vanilla_es", "esopt", *RL_METHODS)
 METHODS = (*PAPER_METHODS, *COMPANION_METHODS)
-# The env option a run's horizon sets: Sudoku's H* is its number of blanks; the math
-# agent's horizon is its turn limit.
-HORIZON_OPTION = {"sudoku": "blanks", "math_tool": "max_turns"}
+# The env option a run's horizon sets: Sudoku's H* is its number of blanks; the math and
+# web agents' horizon is their turn limit.
+HORIZON_OPTION = {"sudoku": "blanks", "math_tool": "max_turns", "web": "max_turns"}
 # Environments whose ES runs the training-reward figure and the report's first page show
 # (Tables 1, 2, 7 and Figure 3 are Sudoku's; math's runs feed Table 3).
 TRAINING_REWARD_ENVS = ("sudoku", "countdown")
