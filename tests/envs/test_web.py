@@ -10,11 +10,10 @@ import pytest
 from esopt.agent.rollout import run_episodes
 from esopt.backends.base import Completion, SamplingParams
 from esopt.envs import make_env, registered
-from esopt.envs.web import in_split
 from esopt.web import server as web_server
 from esopt.web.agents import OracleAgent, RandomAgent, find_element, play
 from esopt.web.task import CHECK_KINDS, TASK_KINDS, Task, goto
-from esopt.web.tasks import all_tasks
+from esopt.web.tasks import all_tasks, in_split
 
 pytest.importorskip("flask")
 
@@ -56,6 +55,9 @@ def test_splits_partition_the_tasks():
     train = [t for t in tasks if in_split(t, "train")]
     assert len(test) + len(train) == len(tasks) and not set(test) & set(train)
     assert 0.15 < len(test) / len(tasks) < 0.35
+    assert set(all_tasks(0, split="test")) == set(test)
+    first = all_tasks(0, split="test")[:5]  # taken site by site
+    assert sorted(t.site for t in first) == ["cms", "forum", "gitlab", "map", "shop"]
 
 
 def test_oracle_solves_at_least_95_percent_and_random_under_5(env):

@@ -12,7 +12,6 @@ check runs (answer, last URL, or the episode's database) and the reward is 1 or 
 from __future__ import annotations
 
 import secrets
-import zlib
 
 from esopt.backends.base import Conversation
 from esopt.envs.base import Environment, StepResult, register
@@ -21,9 +20,8 @@ from esopt.web.checks import passes
 from esopt.web.protocol import EPISODE_HEADER
 from esopt.web.sites import SITES
 from esopt.web.task import Task
-from esopt.web.tasks import all_tasks
+from esopt.web.tasks import SPLITS, all_tasks
 
-SPLITS = ("all", "train", "test")
 BROWSERS = ("text", "chromium")
 
 SYSTEM = (
@@ -38,14 +36,6 @@ SYSTEM = (
     "```go_back``` return to the previous page\n"
     "```stop [answer]``` finish, with the answer if the task asks a question (else empty)"
 )
-
-
-def in_split(task: Task, split: str) -> bool:
-    """Whether the task belongs to the split: test = a fixed quarter, by a hash of its id."""
-    if split == "all":
-        return True
-    is_test = zlib.crc32(task.id.encode()) % 4 == 0
-    return is_test if split == "test" else not is_test
 
 
 @register("web")
@@ -70,7 +60,7 @@ class WebEnv(Environment):
             raise ValueError(f"browser must be one of {BROWSERS}, got {browser!r}")
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        self.tasks = tuple(t for t in all_tasks(data_seed, names) if in_split(t, split))
+        self.tasks = all_tasks(data_seed, names, split)
         self.num_tasks = len(self.tasks)
         self.data_seed, self.max_turns, self.skill = data_seed, max_turns, skill
         self.viewport_lines, self.max_chars = viewport_lines, max_chars
