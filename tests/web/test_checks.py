@@ -49,7 +49,7 @@ def test_db_check_compares_query_rows(tmp_path):
 
 def test_check_kinds_are_validated():
     with pytest.raises(ValueError, match="kind"):
-        Check("fuzzy_match", ("x",))
+        Check("llm_judge", ("x",))
     with pytest.raises(ValueError, match="sql"):
         Check("db")
     with pytest.raises(ValueError, match="sql"):

@@ -6,7 +6,12 @@ database, and a text browser shows the page as an accessibility tree. The policy
 with one WebArena action per turn (click [id], type [id] [text], goto [url], scroll
 [up|down], go_back, stop [answer]); the observation is the current page only (no history,
 as WebArena's prompts). The episode ends at `stop` or after `max_turns`; then the task's
-check runs (answer, last URL, or the episode's database) and the reward is 1 or 0.
+checks run (answer, last URL, the episode's database, a page) and the reward is 1 or 0.
+
+With `webarena` (a WebArena config file or directory) and `webarena_urls` (its sites' base
+URLs) the same environment plays a real WebArena deployment's tasks instead: no local
+server is started, the browser may visit only those URLs, and `judge` ("module:function",
+see `esopt.web.checks.Judge`) decides fuzzy_match answers (without it they fail).
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ import secrets
 from esopt.backends.base import Conversation
 from esopt.envs.base import Environment, StepResult, register
 from esopt.web.actions import parse_action
-from esopt.web.checks import passes
+from esopt.web.checks import task_passes
 from esopt.web.protocol import EPISODE_HEADER
 from esopt.web.sites import SITES
 from esopt.web.task import Task
-from esopt.web.tasks import SPLITS, all_tasks
+from esopt.web.tasks import SPLITS, all_tasks, in_split
 
 BROWSERS = ("text", "chromium")
 
@@ -42,14 +47,16 @@ SYSTEM = (
 class WebEnv(Environment):
     """Options: sites (comma-separated, default all five), split (all|train|test),
     data_seed (the sites' data and tasks), max_turns, viewport_lines, max_chars, skill,
-    browser (text: HTTP + HTML renderer, the default; chromium: Playwright + Chromium)."""
+    browser (text: HTTP + HTML renderer, the default; chromium: Playwright + Chromium);
+    webarena, webarena_urls, judge: a real WebArena deployment's tasks instead."""
 
     max_new_tokens = 256
     indexed_tasks = True  # task seed i is task i of the selection (mod its size)
 
     def __init__(self, sites: str = ",".join(SITES), split: str = "all", data_seed: int = 0,
                  max_turns: int = 15, viewport_lines: int = 60, max_chars: int = 6000,
-                 skill: str = "", max_new_tokens: int = 256, browser: str = "text"):
+                 skill: str = "", max_new_tokens: int = 256, browser: str = "text",
+                 webarena: str = "", webarena_urls: dict | None = None, judge: str = ""):
         names = tuple(s.strip() for s in sites.split(",") if s.strip())
         unknown = [s for s in names if s not in SITES]
         if unknown or not names:
@@ -60,7 +67,23 @@ class WebEnv(Environment):
             raise ValueError(f"browser must be one of {BROWSERS}, got {browser!r}")
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        self.tasks = all_tasks(data_seed, names, split)
+        if webarena:
+            from esopt.web.webarena import load_webarena_tasks
+
+            self.tasks = tuple(t for t in load_webarena_tasks(webarena, webarena_urls or {})
+                               if in_split(t, split))
+            self.origins = sorted(set((webarena_urls or {}).values()))
+        else:
+            self.tasks = all_tasks(data_seed, names, split)
+            self.origins = []
+        if not self.tasks:
+            raise ValueError(f"no tasks (webarena={webarena!r}, split={split!r})")
+        self.judge = None
+        if judge:
+            from esopt.web.webarena import load_judge
+
+            self.judge = load_judge(judge)
+        self.server = None
         self.num_tasks = len(self.tasks)
         self.data_seed, self.max_turns, self.skill = data_seed, max_turns, skill
         self.viewport_lines, self.max_chars = viewport_lines, max_chars
@@ -82,11 +105,16 @@ class WebEnv(Environment):
 
         self.close()
         self.task = self.tasks[seed % len(self.tasks)]
-        self.server = shared_site(self.task.site, self.data_seed)
         self.episode = secrets.token_hex(8)
-        self.server.reset(self.episode)
-        self.browser = Browser([self.server.url], {EPISODE_HEADER: self.episode},
-                               self.viewport_lines, self.max_chars)
+        self.headers = {EPISODE_HEADER: self.episode}
+        if self.origins:  # a real deployment: its own sites, reset by its operator
+            self.server, origins = None, self.origins
+        else:
+            self.server = shared_site(self.task.site, self.data_seed)
+            self.server.reset(self.episode)
+            origins = [self.server.url]
+        self.episode_origins = origins
+        self.browser = Browser(origins, self.headers, self.viewport_lines, self.max_chars)
         self.turn, self._solved, self.answer = 0, False, None
         feedback = self.browser.goto(self.task.start_path)
         return self._observation(feedback, None)
@@ -114,10 +142,26 @@ class WebEnv(Environment):
             return self._finish(None)
         return StepResult(self._observation(feedback, shown), 0.0, False, self._info())
 
+    def _page_text(self, url: str) -> str | None:
+        """The text of a page after the episode (program_html checks), as this episode
+        sees it."""
+        from esopt.web.browser import TextBrowser
+
+        reader = TextBrowser(self.episode_origins, self.headers)
+        try:
+            if reader.goto(url) != "" or not reader.page.nodes:
+                return None
+            return " ".join(f"{n.name} {n.value}".strip() for n in reader.page.nodes)
+        finally:
+            reader.close()
+
     def _finish(self, answer: str | None) -> StepResult:
         self.answer = answer
-        db = self.server.episode_db(self.episode) if self.task.check.kind == "db" else None
-        self._solved = passes(self.task.check, answer, self.browser.url, db)
+        db = (self.server.episode_db(self.episode)
+              if self.server is not None and any(c.kind == "db" for c in self.task.checks)
+              else None)
+        self._solved = task_passes(self.task, answer, self.browser.url, db,
+                                   page_text=self._page_text, judge=self.judge)
         # problem_id and gold: what Trace2Skill's distillation reads from a failed episode.
         info = {**self._info(), "answer": answer, "url": self.browser.url,
                 "problem_id": self.task.id, "gold": _expected(self.task)}
@@ -133,10 +177,11 @@ class WebEnv(Environment):
         if self.browser is not None:
             self.browser.close()
             self.browser = None
-            try:
-                self.server.release(self.episode)
-            except Exception:  # noqa: BLE001  (a server gone at exit has nothing to release)
-                pass
+            if self.server is not None:
+                try:
+                    self.server.release(self.episode)
+                except Exception:  # noqa: BLE001  (a server gone at exit has nothing to release)
+                    pass
 
     @property
     def success(self) -> bool:

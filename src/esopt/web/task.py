@@ -2,27 +2,34 @@
 
 Check kinds follow WebArena's evaluators: `exact_match` and `must_include` on the `stop`
 answer, `url_match` on the last page's URL, and `db` (WebArena's program_html, here a
-query on the episode's database after the episode) for content changes.
+query on the episode's database after the episode) for content changes. Tasks loaded from
+a real WebArena deployment's config files (`esopt.web.webarena`) also use `program_html`
+(required contents of a page after the episode) and `fuzzy_match` (a judge hook).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-CHECK_KINDS = ("exact_match", "must_include", "url_match", "db")
+CHECK_KINDS = ("exact_match", "must_include", "url_match", "db", "program_html",
+               "fuzzy_match")
 TASK_KINDS = ("info", "navigation", "content")
 
 
 @dataclass(frozen=True)
 class Check:
-    """How an episode is judged: `reference` for answers and URLs, `sql` + `expected`
-    (the query's rows as tuples) for a database state."""
+    """How an episode is judged: `reference` for answers, URLs and page contents (an entry
+    "a |OR| b" accepts either), `sql` + `expected` (the query's rows as tuples) for a
+    database state, `url` for the page a program_html check reads ("": the last page) and
+    `exact` whether that page's text must equal the reference (else include it)."""
 
     kind: str
     reference: tuple[str, ...] = ()
     sql: str = ""
     params: tuple = ()
     expected: tuple[tuple, ...] = ()
+    url: str = ""
+    exact: bool = False
 
     def __post_init__(self):
         if self.kind not in CHECK_KINDS:
@@ -53,10 +60,18 @@ class Task:
     check: Check
     solution: tuple[Step, ...]
     start_path: str = "/"
+    """A path of the task's site, or a whole URL (tasks of a real deployment)."""
+    also: tuple[Check, ...] = ()
+    """Further checks that must pass too (WebArena combines evaluators)."""
 
     def __post_init__(self):
         if self.kind not in TASK_KINDS:
             raise ValueError(f"task {self.id}: kind must be one of {TASK_KINDS}")
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        """Every check of the task (all must pass)."""
+        return (self.check, *self.also)
 
 
 def goto(path: str) -> Step:
