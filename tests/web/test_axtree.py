@@ -59,3 +59,16 @@ def test_same_html_same_ids_and_broken_html_does_not_raise():
     broken = render("<div><a href='/a'>one<p>two</div><button>three")
     assert [n.role for n in broken.nodes] == ["link", "button"]
     assert broken.nodes[0].name == "one two" and broken.nodes[1].name == "three"
+
+
+def test_omitted_end_tags_close_like_a_browser():
+    page = render("<table><tr><td>a<td><a href='/b'>b</a><tr><td>c</table>"
+                  "<select aria-label='S'><option>x<option selected>y</select>"
+                  "<ul><li>one<li>two<ul><li>inner</ul></ul>")
+    assert [(n.role, n.name) for n in page.nodes if n.role in ("cell", "link")] == [
+        ("cell", "a"), ("cell", "b"), ("link", "b"), ("cell", "c")]
+    # table, row, cell, cell, link, row (a sibling of the first, not inside it), cell
+    assert [line.count("\t") for line in page.lines()[:7]] == [0, 1, 2, 2, 3, 1, 2]
+    combo = next(n for n in page.nodes if n.role == "combobox")
+    assert combo.options == [("x", "x"), ("y", "y")] and combo.value == "y"
+    assert [n.name for n in page.nodes if n.role == "StaticText"] == ["one", "two", "inner"]

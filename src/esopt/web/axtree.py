@@ -21,6 +21,10 @@ _SKIP = {"script", "style", "noscript", "template"}
 _VOID = {"input", "br", "img", "hr", "meta", "link", "area", "base", "col", "embed",
          "source", "track", "wbr"}
 _TEXT_INPUTS = {"text", "search", "email", "password", "number", "url", "tel", ""}
+# End tags HTML lets pages omit: a new <td> ends the open <td> of its row, and so on
+# (without this, an unclosed cell's name would swallow its neighbours' text).
+_IMPLIED_END = {"option": {"select"}, "td": {"tr", "table"}, "th": {"tr", "table"},
+                "tr": {"table"}, "li": {"ul", "ol"}, "p": {"div", "main", "body"}}
 
 
 @dataclass
@@ -114,6 +118,7 @@ class _TreeBuilder(HTMLParser):
             if tag not in _VOID:
                 self.skip += 1
             return
+        self._close_implied(tag)
         depth = self._depth()
         node = None
         if tag == "label":
@@ -135,6 +140,17 @@ class _TreeBuilder(HTMLParser):
             self._add(Node("img", tag, a, depth, name=a["alt"]))
         if tag not in _VOID:
             self.stack.append((tag, node))
+
+    def _close_implied(self, tag: str) -> None:
+        if tag not in _IMPLIED_END:
+            return
+        for i in range(len(self.stack) - 1, -1, -1):
+            open_tag = self.stack[i][0]
+            if open_tag in _IMPLIED_END[tag]:
+                return  # a container opened since: the new element nests inside it
+            if open_tag == tag:
+                self.handle_endtag(tag)
+                return
 
     def _field(self, tag: str, a: dict, depth: int) -> Node | None:
         kind = a.get("type", "text").lower() if tag == "input" else tag

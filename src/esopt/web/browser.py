@@ -9,6 +9,7 @@ the servers' admin paths, are refused with feedback.
 
 from __future__ import annotations
 
+import html
 from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import requests
@@ -57,7 +58,7 @@ class TextBrowser:
             self.history.append(self.url)
         self.url, self.offset = final, 0
         text = body.decode("utf-8", errors="replace")
-        self.page = render(text if "html" in kind else f"<pre>{text[:4000]}</pre>")
+        self.page = render(text if "html" in kind else f"<pre>{html.escape(text[:4000])}</pre>")
         return "" if status < 400 else f"The server answered HTTP {status}."
 
     def goto(self, url: str) -> str:
