@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from esopt.pipeline.spec import RunSpec  # noqa: E402
 from esopt.report.figures import save_figure  # noqa: E402
@@ -114,6 +115,10 @@ def figure10(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
         std = [np.std([c[g] for c in curves]) for g in gens]
         ax.errorbar(gens, mean, yerr=std, marker="o", capsize=3,
                     label=f"Agentic ESOpt, {h} turns ({len(curves)} runs)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    top = max((line.get_ydata().max() for line in ax.get_lines() if len(line.get_ydata())),
+              default=0.0)
+    ax.set_ylim(-1, min(101, max(10.0, top + 5)))  # percent; a flat 0 stays in view
     ax.set_xlabel("ES updates")
     ax.set_ylabel("held-out success (%)")
     ax.set_title("WebArena-Lite-style tasks: success during ES")
