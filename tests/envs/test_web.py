@@ -48,7 +48,9 @@ def test_construction_starts_no_server_and_validates_options():
     made = make_env("web", sites="map,shop", split="test")
     assert web_server._SHARED == before
     assert {t.site for t in made.tasks} == {"map", "shop"} and made.num_tasks == len(made.tasks)
-    for bad in ({"sites": "forum,nope"}, {"split": "dev"}, {"max_turns": 0}):
+    for bad in ({"sites": "forum,nope"}, {"split": "dev"}, {"max_turns": 0},
+                {"viewport_lines": 0}, {"max_chars": 10}, {"browser": "lynx"},
+                {"judge": "no_colon"}):
         with pytest.raises(ValueError):
             make_env("web", **bad)
 

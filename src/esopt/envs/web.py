@@ -67,6 +67,9 @@ class WebEnv(Environment):
             raise ValueError(f"browser must be one of {BROWSERS}, got {browser!r}")
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if viewport_lines < 1 or max_chars < 100:
+            raise ValueError(f"need viewport_lines >= 1 and max_chars >= 100, got "
+                             f"{viewport_lines} and {max_chars}")
         if webarena:
             from esopt.web.webarena import load_webarena_tasks
 
