@@ -125,6 +125,7 @@ def test_episodes_in_lockstep_do_not_see_each_others_changes(env):
 
 @pytest.mark.parametrize("completion", ["", "nonsense", "```click [99999]```",
                                         "```type [1] [x]```", "```goto [http://example.com]```",
+                                        "```goto [http://127.0.0.1:1/]```",
                                         "```goto [/__reset]```", "```scroll [down]```" * 3,
                                         "```click [abc]```", "```go_back```"])
 def test_bad_actions_cost_a_turn_and_are_answered(env, completion):
@@ -133,8 +134,10 @@ def test_bad_actions_cost_a_turn_and_are_answered(env, completion):
     result = env.step(completion)
     assert not result.done and result.reward == 0.0 and result.info["turn"] == 1
     text = result.observation[-1]["content"]
-    assert "URL: http://127.0.0.1:" in text
-    if "example.com" in completion or "__reset" in completion:
+    # The site under its stable alias: no server port in the prompt.
+    assert f"URL: http://{env.task.site}.test/" in text
+    assert "127.0.0.1" not in text or "127.0.0.1" in completion  # only if the agent wrote it
+    if any(bad in completion for bad in ("example.com", "__reset", ":1/")):
         assert "FEEDBACK: Refused" in text
 
 

@@ -79,3 +79,19 @@ def test_only_the_sites_are_reachable(browser, url):
     before = browser.url
     assert browser.goto(url).startswith("Refused")
     assert browser.url == before
+
+
+def test_aliases_keep_server_ports_out_of_what_the_policy_reads():
+    with SiteServer("forum") as a, SiteServer("forum") as b:
+        shown = []
+        for server in (a, b):
+            tab = TextBrowser([server.url], aliases={"http://forum.test": server.url})
+            assert tab.goto("http://forum.test/f/python") == ""
+            assert tab.url == server.url + "/f/python"  # fetched from the real server
+            tab.click(_id(tab, "link", "Next page"))
+            shown.append(tab.observation())
+            assert tab.goto("http://forum.test.evil/").startswith("Refused")
+            tab.close()
+        assert a.port != b.port and shown[0] == shown[1]
+        assert "URL: http://forum.test/f/python?sort=top&page=2" in shown[0]
+        assert str(a.port) not in shown[0]

@@ -111,13 +111,14 @@ class WebEnv(Environment):
         self.episode = secrets.token_hex(8)
         self.headers = {EPISODE_HEADER: self.episode}
         if self.origins:  # a real deployment: its own sites, reset by its operator
-            self.server, origins = None, self.origins
+            self.server, origins, aliases = None, self.origins, {}
         else:
             self.server = shared_site(self.task.site, self.data_seed)
             self.server.reset(self.episode)
-            origins = [self.server.url]
+            origins, aliases = [self.server.url], {site_alias(self.task.site): self.server.url}
         self.episode_origins = origins
-        self.browser = Browser(origins, self.headers, self.viewport_lines, self.max_chars)
+        self.browser = Browser(origins, self.headers, self.viewport_lines, self.max_chars,
+                               aliases=aliases)
         self.turn, self._solved, self.answer = 0, False, None
         feedback = self.browser.goto(self.task.start_path)
         return self._observation(feedback, None)
@@ -166,7 +167,7 @@ class WebEnv(Environment):
         self._solved = task_passes(self.task, answer, self.browser.url, db,
                                    page_text=self._page_text, judge=self.judge)
         # problem_id and gold: what Trace2Skill's distillation reads from a failed episode.
-        info = {**self._info(), "answer": answer, "url": self.browser.url,
+        info = {**self._info(), "answer": answer, "url": self.browser.shown(self.browser.url),
                 "problem_id": self.task.id, "gold": _expected(self.task)}
         self.close()
         return StepResult([], float(self._solved), True, info)
@@ -189,6 +190,11 @@ class WebEnv(Environment):
     @property
     def success(self) -> bool:
         return self._solved
+
+
+def site_alias(site: str) -> str:
+    """The stable origin a local site is shown under (.test: reserved, never resolves)."""
+    return f"http://{site}.test"
 
 
 def _expected(task: Task) -> str:

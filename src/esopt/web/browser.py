@@ -5,6 +5,11 @@ so far; `type` fills a text field or chooses a drop-down option (and presses Ent
 single-line field unless told `[0]`, as WebArena does). The observation is a window of the
 tree's lines (`scroll` moves it). Only the allowed sites can be visited: any other URL, and
 the servers' admin paths, are refused with feedback.
+
+`aliases` show the local sites under stable names (http://forum.test for
+http://127.0.0.1:40123): the port a server got must not reach the policy's prompt, or the
+same task would read differently in two worker processes (ES scores every direction of a
+generation on the same prompts). URLs the policy writes with an alias are resolved back.
 """
 
 from __future__ import annotations
@@ -24,8 +29,11 @@ class TextBrowser:
     """One tab over the allowed sites (`origins`: base URLs such as http://127.0.0.1:8080)."""
 
     def __init__(self, origins: list[str], headers: dict[str, str] | None = None,
-                 viewport_lines: int = 60, max_chars: int = 6000, timeout_s: float = 10.0):
+                 viewport_lines: int = 60, max_chars: int = 6000, timeout_s: float = 10.0,
+                 aliases: dict[str, str] | None = None):
         self.origins = {urlsplit(o).netloc for o in origins}
+        # shown origin -> real origin, both without a trailing slash
+        self.aliases = {a.rstrip("/"): r.rstrip("/") for a, r in (aliases or {}).items()}
         self.session = requests.Session()
         self.session.headers.update(headers or {})
         self.viewport_lines, self.max_chars, self.timeout_s = viewport_lines, max_chars, timeout_s
@@ -42,7 +50,7 @@ class TextBrowser:
 
     def _load(self, method: str, url: str, data: list[tuple[str, str]] | None = None) -> str:
         if not self.allowed(url):
-            return f"Refused: {url[:200]} is not one of the sites you may visit."
+            return f"Refused: {self.shown(url)[:200]} is not one of the sites you may visit."
         try:
             with self.session.request(method, url, data=data, timeout=self.timeout_s,
                                       stream=True, allow_redirects=True) as r:
@@ -53,7 +61,7 @@ class TextBrowser:
         except requests.RequestException as e:
             return f"The page could not be loaded: {type(e).__name__}."
         if not self.allowed(final):
-            return f"Refused: the site redirected to {final[:200]}, outside the sites."
+            return f"Refused: the site redirected to {self.shown(final)[:200]}, outside the sites."
         if self.url != "about:blank":
             self.history.append(self.url)
         self.url, self.offset = final, 0
@@ -61,10 +69,24 @@ class TextBrowser:
         self.page = render(text if "html" in kind else f"<pre>{html.escape(text[:4000])}</pre>")
         return "" if status < 400 else f"The server answered HTTP {status}."
 
+    def shown(self, url: str) -> str:
+        """A URL as the policy sees it (real origins replaced by their aliases)."""
+        for alias, real in self.aliases.items():
+            if url == real or url.startswith(real + "/"):
+                return alias + url[len(real):]
+        return url
+
+    def real(self, url: str) -> str:
+        """A URL the policy wrote, with an alias replaced by its real origin."""
+        for alias, real in self.aliases.items():
+            if url == alias or url.startswith(alias + "/") or url.startswith(alias + "?"):
+                return real + url[len(alias):]
+        return url
+
     def goto(self, url: str) -> str:
         """Open a URL (relative URLs resolve against the current page)."""
         base = self.url if self.url != "about:blank" else f"http://{sorted(self.origins)[0]}/"
-        return self._load("GET", urljoin(base, url.strip()))
+        return self._load("GET", urljoin(base, self.real(url.strip())))
 
     def go_back(self) -> str:
         """Reopen the previous page."""
@@ -167,7 +189,7 @@ class TextBrowser:
         text = "\n".join(line[:300] for line in window)[: self.max_chars]
         where = (f"(lines {self.offset + 1}-{self.offset + len(window)} of {len(lines)}"
                  + ("; scroll down for more)" if self.offset + len(window) < len(lines) else ")"))
-        return f"Tab: {self.page.title}\nURL: {self.url}\n{text}\n{where}"
+        return f"Tab: {self.page.title}\nURL: {self.shown(self.url)}\n{text}\n{where}"
 
     def close(self) -> None:
         """Close the HTTP session."""

@@ -74,8 +74,9 @@ class ChromiumBrowser(TextBrowser):
     """One Chromium tab over the allowed sites, observed as the text browser's tree."""
 
     def __init__(self, origins: list[str], headers: dict[str, str] | None = None,
-                 viewport_lines: int = 60, max_chars: int = 6000, timeout_s: float = 10.0):
-        super().__init__(origins, headers, viewport_lines, max_chars, timeout_s)
+                 viewport_lines: int = 60, max_chars: int = 6000, timeout_s: float = 10.0,
+                 aliases: dict[str, str] | None = None):
+        super().__init__(origins, headers, viewport_lines, max_chars, timeout_s, aliases)
         self.context = _shared_browser().new_context(extra_http_headers=headers or {})
         self.context.set_default_timeout(timeout_s * 1000)
         self.context.route("**/*", self._guard)
@@ -102,7 +103,7 @@ class ChromiumBrowser(TextBrowser):
 
     def _load(self, method: str, url: str, data=None) -> str:
         if not self.allowed(url):
-            return f"Refused: {url[:200]} is not one of the sites you may visit."
+            return f"Refused: {self.shown(url)[:200]} is not one of the sites you may visit."
         try:
             response = self.tab.goto(url)
         except Exception as e:  # noqa: BLE001
