@@ -95,3 +95,52 @@ def test_aliases_keep_server_ports_out_of_what_the_policy_reads():
         assert a.port != b.port and shown[0] == shown[1]
         assert "URL: http://forum.test/f/python?sort=top&page=2" in shown[0]
         assert str(a.port) not in shown[0]
+
+
+def test_a_redirect_off_the_sites_is_refused_before_it_is_requested():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    hits = []
+
+    class Target(BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    target = ThreadingHTTPServer(("127.0.0.1", 0), Target)
+
+    class Redirector(BaseHTTPRequestHandler):
+        def do_GET(self):
+            location = (f"http://127.0.0.1:{target.server_port}/secret" if self.path == "/off"
+                        else "/here")
+            if self.path == "/here":
+                self.send_response(200)
+                self.send_header("content-type", "text/html")
+                self.end_headers()
+                self.wfile.write(b"<h1>here</h1>")
+                return
+            self.send_response(302)
+            self.send_header("location", location)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Redirector)
+    for server in (target, site):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        tab = TextBrowser([f"http://127.0.0.1:{site.server_port}"])
+        assert tab.goto(f"http://127.0.0.1:{site.server_port}/on") == ""
+        assert tab.url.endswith("/here") and tab.page.nodes[0].name == "here"
+        assert tab.goto("/off").startswith("Refused") and tab.url.endswith("/here")
+        assert hits == []
+    finally:
+        for server in (target, site):
+            server.shutdown()
+            server.server_close()

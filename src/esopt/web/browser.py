@@ -23,6 +23,7 @@ from esopt.web.actions import Action
 from esopt.web.axtree import Node, Page, render
 
 MAX_BODY_BYTES = 2_000_000
+MAX_REDIRECTS = 10
 
 
 class TextBrowser:
@@ -49,22 +50,29 @@ class TextBrowser:
                 and not parts.path.startswith("/__"))
 
     def _load(self, method: str, url: str, data: list[tuple[str, str]] | None = None) -> str:
-        if not self.allowed(url):
-            return f"Refused: {self.shown(url)[:200]} is not one of the sites you may visit."
-        try:
-            with self.session.request(method, url, data=data, timeout=self.timeout_s,
-                                      stream=True, allow_redirects=True) as r:
-                body = r.raw.read(MAX_BODY_BYTES, decode_content=True)
-                final = r.url
-                status = r.status_code
-                kind = r.headers.get("content-type", "")
-        except requests.RequestException as e:
-            return f"The page could not be loaded: {type(e).__name__}."
-        if not self.allowed(final):
-            return f"Refused: the site redirected to {self.shown(final)[:200]}, outside the sites."
+        # Redirects are followed here, one hop at a time, so that a redirect off the sites
+        # is refused before it is requested (requests would follow it first).
+        for _ in range(MAX_REDIRECTS + 1):
+            if not self.allowed(url):
+                return f"Refused: {self.shown(url)[:200]} is not one of the sites you may visit."
+            try:
+                with self.session.request(method, url, data=data, timeout=self.timeout_s,
+                                          stream=True, allow_redirects=False) as r:
+                    location = r.headers.get("location") if r.is_redirect else None
+                    body = b"" if location else r.raw.read(MAX_BODY_BYTES, decode_content=True)
+                    status, kind = r.status_code, r.headers.get("content-type", "")
+            except requests.RequestException as e:
+                return f"The page could not be loaded: {type(e).__name__}."
+            if location is None:
+                break
+            url = urljoin(url, location)
+            if status != 307 and status != 308:  # 301/302/303: the browser's GET
+                method, data = "GET", None
+        else:
+            return "The page could not be loaded: too many redirects."
         if self.url != "about:blank":
             self.history.append(self.url)
-        self.url, self.offset = final, 0
+        self.url, self.offset = url, 0
         text = body.decode("utf-8", errors="replace")
         self.page = render(text if "html" in kind else f"<pre>{html.escape(text[:4000])}</pre>")
         return "" if status < 400 else f"The server answered HTTP {status}."
