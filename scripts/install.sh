@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install esopt with its test, workflow, DocVQA (OCR) and math
-# (math-verify) extras.
+# Create .venv (once) and install esopt with its test, workflow, DocVQA (OCR), math
+# (math-verify) and web extras.
 # torch: the project asks for a range; here we pick the build. Without a GPU we take the
 # CPU build (torch 2.13.0 lies on disk on these machines; elsewhere set
 # ESOPT_TORCH_INDEX to PyTorch's CPU wheel index), because a plain `torch` requirement
@@ -17,4 +17,4 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     "${PIP[@]}" install "torch==2.13.0" ${ESOPT_TORCH_INDEX:+--index-url "$ESOPT_TORCH_INDEX"}
   fi
 fi
-"${PIP[@]}" install -e ".[dev,workflow,docvqa,math]"
+"${PIP[@]}" install -e ".[dev,workflow,docvqa,math,web]"

@@ -257,6 +257,17 @@ def _report_math(args) -> None:
         figure9(specs, args.figures)
 
 
+def _report_web(args) -> None:
+    from esopt.report.results import load_runs
+    from esopt.report.tables import write_table
+    from esopt.report.web_report import figure10, table4, table12
+
+    specs = [s for s in load_runs(args.runs) if s.experiment in args.experiments]
+    write_table(table4(specs), args.out, "table4")
+    write_table(table12(specs), args.out, "table12")
+    figure10(specs, args.figures)
+
+
 def _config_schema(args) -> None:
     from esopt.pipeline.sections import config_schema_yaml
 
@@ -463,6 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="tables directory")
     p.add_argument("--figures", required=True, help="figures directory")
     p.set_defaults(func=_report_math)
+    p = reports.add_parser("web", help="Table 4 (per site), Table 12 and Figure 10")
+    p.add_argument("--runs", required=True, help="results/runs.json")
+    p.add_argument("--experiments", nargs="+", required=True, help="web experiments")
+    p.add_argument("--out", required=True, help="tables directory")
+    p.add_argument("--figures", required=True, help="figures directory")
+    p.set_defaults(func=_report_web)
     p = reports.add_parser("ahd", help="AHD tables 5, 13, 17, 18")
     p.add_argument("--runs", required=True, help="results/ahd/runs.json")
     p.add_argument("--references", required=True, help="results/ahd/references.json")

@@ -79,6 +79,21 @@ def test_dry_run_of_the_math_scale_has_the_grpo_row(workdir):
     assert re.search(r"rl_train\s+1\n", out)
     assert "results/math/h2/grpo/seed0/final/eval.parquet" in out
     assert re.search(r"math_report\s+1\n", out) and "results/figures/fig9" not in out
+def test_dry_run_of_the_web_scales(workdir):
+    out = snakemake(workdir, "-n", "all", "--config", "scale=web").stdout
+    # 3 generations, evaluated after each update and at the base; Trace2Skill's rollouts,
+    # two distillations and two skill evaluations; Tables 4, 12, Figure 10 in one job.
+    assert re.search(r"evaluate_directions\s+3\n", out)
+    assert re.search(r"evaluate_checkpoint\s+4\n", out)
+    assert re.search(r"distill_skill\s+2\n", out) and re.search(r"skill_eval\s+2\n", out)
+    assert re.search(r"web_report\s+1\n", out) and "results/figures/fig10.png" in out
+    assert "math_report" not in out and "results/tables/table3.csv" not in out
+    out = snakemake(workdir, "--profile", "slurm", "-n", "all", "--config",
+                    "scale=web-paper").stdout
+    # Table 19: 3 seeds x 70 generations; evaluations every 10 updates and the base
+    assert re.search(r"evaluate_directions\s+210\n", out)
+    assert re.search(r"evaluate_checkpoint\s+24\n", out)
+    assert re.search(r"table6\s+1\n", out) and re.search(r"web_report\s+1\n", out)
 
 
 def test_dry_run_of_the_companions_scale(workdir):

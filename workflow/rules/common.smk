@@ -118,10 +118,20 @@ AHD_TABLES = [
     for ext in ("csv", "md", "tex")
     if AHD_RUNS
 ]
-# Experiments with `skills: true` (math) add Trace2Skill conditions, Table 3 and Figure 8.
+# Experiments with `skills: true` add the Trace2Skill conditions: Table 3 and Figure 8 for
+# math, Table 12 for web.
 SKILL_EXPERIMENTS = [
     e for e in config.get("experiments", []) if e != "ahd" and config.get(e, {}).get("skills")
 ]
+# The web experiment's runs: Table 4 (per site), Table 12 and Figure 10.
+WEB_EXPERIMENTS = [e for e in config.get("experiments", []) if e == "web"]
+WEB_SPECS = [s for s in SPECS if s.experiment in WEB_EXPERIMENTS and not s.eval_model]
+WEB_OUTPUTS = (
+    [f"results/tables/{t}.{ext}" for t in ("table4", "table12") for ext in ("csv", "md", "tex")]
+    + [f"results/figures/fig10.{ext}" for ext in ("pdf", "png")]
+    if WEB_SPECS
+    else []
+)
 SKILL_SPECS = [
     s
     for s in SPECS
@@ -129,9 +139,13 @@ SKILL_SPECS = [
     and s.method in ("base", "esopt")
     and not s.eval_model
 ]
+MATH_SKILL_SPECS = [s for s in SKILL_SPECS if s.experiment not in WEB_EXPERIMENTS]
+WEB_SKILL_SPECS = [s for s in SKILL_SPECS if s.experiment in WEB_EXPERIMENTS]
 # Table 3's experiments: math with Trace2Skill, and DocVQA (no skills; base, GRPO, ESOpt).
 DOCVQA_EXPERIMENTS = list(dict.fromkeys(s.experiment for s in SPECS if s.env == "docvqa"))
-TABLE3_EXPERIMENTS = SKILL_EXPERIMENTS + DOCVQA_EXPERIMENTS
+TABLE3_EXPERIMENTS = [
+    e for e in SKILL_EXPERIMENTS if e not in WEB_EXPERIMENTS
+] + DOCVQA_EXPERIMENTS
 TABLE3_SPECS = [
     s
     for s in SPECS
@@ -175,6 +189,7 @@ REPORT_OUTPUTS = (
     + LANDSCAPE_OUTPUTS
     + AHD_TABLES
     + MATH_OUTPUTS
+    + WEB_OUTPUTS
     + COMPANION_OUTPUTS
     + ["results/report.pdf"]
 )
@@ -186,6 +201,11 @@ def run_results(specs):
     inputs += [f"{s.run_dir}/eval/gen{g:03d}.parquet" for s in specs for g in eval_generations(s)]
     inputs += [f"{s.run_dir}/ledger.parquet" for s in specs if s.generations]
     return inputs
+
+
+def web_results(wildcards):
+    """What Table 4, Table 12 and Figure 10 read: evaluations, skill evaluations."""
+    return run_results(WEB_SPECS) + [f"{s.run_dir}/skill/eval.parquet" for s in WEB_SKILL_SPECS]
 
 
 def sudoku_results(wildcards):

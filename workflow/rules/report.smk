@@ -87,6 +87,36 @@ if COMPANION_OUTPUTS:
             "--figures results/figures > {log} 2>&1"
 
 
+if WEB_OUTPUTS:
+
+    localrules:
+        web_report,
+
+    rule web_report:
+        input:
+            runs="results/runs.json",
+            results=web_results,
+        output:
+            table4=report("results/tables/table4.md", caption="../report/table4.rst",
+                          category="WebArena-Lite"),
+            table4_csv="results/tables/table4.csv",
+            table4_tex="results/tables/table4.tex",
+            table12=report("results/tables/table12.md", caption="../report/table12.rst",
+                           category="WebArena-Lite"),
+            table12_csv="results/tables/table12.csv",
+            table12_tex="results/tables/table12.tex",
+            pdf=report("results/figures/fig10.pdf", caption="../report/fig10.rst",
+                       category="WebArena-Lite"),
+            png="results/figures/fig10.png",
+        params:
+            experiments=" ".join(WEB_EXPERIMENTS),
+        log:
+            "logs/report/web.log",
+        shell:
+            "esopt report web --runs {input.runs} --experiments {params.experiments} "
+            "--out results/tables --figures results/figures > {log} 2>&1"
+
+
 rule update_magnitudes:
     wildcard_constraints:
         method=f"{ES_METHOD}|{ASYNC_METHOD}",
@@ -130,6 +160,7 @@ rule report_pdf:
         COMPANION_OUTPUTS,
         AHD_TABLES,
         MATH_OUTPUTS,
+        WEB_OUTPUTS,
         runs="results/runs.json",
         results=figure_results,  # the first page reads every run's evaluations and ledger
     output:

@@ -58,7 +58,7 @@ rule math_report:
         finals=lambda w: [
             f"{s.run_dir}/final/eval.parquet" for s in TABLE3_SPECS + SKILL_EVAL_MODEL_SPECS
         ],
-        skills=lambda w: [f"{s.run_dir}/skill/eval.parquet" for s in SKILL_SPECS],
+        skills=lambda w: [f"{s.run_dir}/skill/eval.parquet" for s in MATH_SKILL_SPECS],
         ledgers=lambda w: [f"{s.run_dir}/ledger.parquet" for s in DOCVQA_TRAINED_SPECS],
     output:
         [table3_report_output(p) for p in MATH_OUTPUTS],

@@ -29,7 +29,7 @@ from esopt.pipeline.spec import (
 )
 from esopt.runtime.sandbox import SandboxLimits
 
-EXPERIMENTS = ("sudoku", "countdown", "math", "docvqa", "ahd")
+EXPERIMENTS = ("sudoku", "countdown", "math", "docvqa", "web", "ahd")
 AHD_PROBLEMS = tuple(PROBLEMS)
 AHD_METHODS = ("sample", "esopt_sample", "eoh", "esopt_eoh")
 
@@ -302,6 +302,23 @@ class DocVQASection(ExperimentSection):
         if self.skills:
             # Trace2Skill distils lessons from problems with a reference answer (math).
             raise ValueError("skills: Trace2Skill runs on the math experiment only")
+class WebSection(ExperimentSection):
+    """WebArena-Lite-style web tasks on the local mini-sites (Table 4, Figure 10, Table 12):
+    ES trains on the tasks' train split and is evaluated on the test split; the horizon is
+    the turn budget (WebArena's step limit)."""
+
+    env: str = option("web", "registered environment name")
+    env_options: dict = option(factory=lambda: {"split": "train"},
+                               help="environment options (sites, split, data_seed, "
+                                    "viewport_lines, max_chars, max_new_tokens, browser)")
+    horizons: list[int] = option(factory=lambda: [15], item_minimum=1,
+                                 help="the turn budget of an episode")
+    eval: EvalSection = option(factory=lambda: EvalSection(env_options={"split": "test"}),
+                               help="held-out evaluation (the test split by default)")
+    landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
+                                         help="the reward landscape around the final "
+                                              "checkpoint (off by default: Figure 6 is "
+                                              "Sudoku's)")
 
 
 @dataclass(frozen=True)
@@ -400,7 +417,8 @@ class Config:
     """esopt workflow configuration (config/config.yaml, a scale file, --config)."""
 
     scale: str = option("tiny", "scale file merged from config/scales (smoke, tiny, paper, "
-                                "ahd, math, math-paper, docvqa, docvqa-paper, ...)")
+                                "ahd, math, math-paper, docvqa, docvqa-paper, web, web-paper, "
+                                "...)")
     model: str = option("smollm2-135m-instruct", "base model: embedded name, local "
                                                  "checkpoint directory or Hub id")
     serving_dtype: str = option("float32", "precision of the served weights; masters stay "
@@ -423,6 +441,9 @@ class Config:
                                help="math with a Python tool (Table 3, Figure 8)")
     docvqa: DocVQASection = option(factory=DocVQASection,
                                    help="DocVQA with an OCR tool (Table 3, Figures 8 and 9)")
+    web: WebSection = option(factory=WebSection,
+                             help="WebArena-Lite-style web tasks on local sites (Table 4, "
+                                  "Figure 10, Table 12)")
     ahd: AHDSection = option(factory=AHDSection, help="automatic heuristic design")
     runtime: RuntimeSection = option(factory=RuntimeSection, help="fan-out settings")
 

@@ -30,8 +30,9 @@ RL_METHODS = ("grpo", "grpo_b", "ppo")
 PAPER_METHODS = ("base", "vanilla_es", "esopt", *RL_METHODS)
 METHODS = (*PAPER_METHODS, *COMPANION_METHODS)
 # The env option a run's horizon sets: Sudoku's H* is its number of blanks; the math and
-# DocVQA agents' horizon is their turn limit.
-HORIZON_OPTION = {"sudoku": "blanks", "math_tool": "max_turns", "docvqa": "max_turns"}
+# DocVQA and web agents' horizon is their turn limit.
+HORIZON_OPTION = {"sudoku": "blanks", "math_tool": "max_turns", "docvqa": "max_turns",
+                  "web": "max_turns"}
 # Environments whose ES runs the training-reward figure and the report's first page show
 # (Tables 1, 2, 7 and Figure 3 are Sudoku's; math's runs feed Table 3).
 TRAINING_REWARD_ENVS = ("sudoku", "countdown")

@@ -85,8 +85,8 @@ def _first_page(pdf: PdfPages, page) -> None:
 def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
                  out: str | Path, first_page) -> Path:
     """The first page (what ran, what it shows), then Tables 1, 2, 7, Figures 3, 7, the
-    training reward, Figure 6 (and the math / DocVQA and AHD pages when present), in one
-    PDF."""
+    training reward, Figure 6 (and the math / DocVQA, web and AHD pages when present), in
+    one PDF."""
     tables, figures, captions, out = map(Path, (tables, figures, captions, out))
     out.parent.mkdir(parents=True, exist_ok=True)
     with PdfPages(out) as pdf:
@@ -119,6 +119,13 @@ def build_report(tables: str | Path, figures: str | Path, captions: str | Path,
         if (figures / "fig9.png").exists():  # present when DocVQA trained runs ran
             _figure_page(pdf, "Figure 9: average realized trajectory length during DocVQA "
                               "training", figures / "fig9.png", _caption(captions, "fig9"))
+        if (tables / "table4.csv").exists():  # present when the web experiment ran
+            _table_page(pdf, "Table 4: web tasks, success per site category",
+                        tables / "table4.csv", _caption(captions, "table4"))
+            _figure_page(pdf, "Figure 10: web success during Agentic ESOpt",
+                         figures / "fig10.png", _caption(captions, "fig10"))
+            _table_page(pdf, "Table 12: web adaptation stages", tables / "table12.csv",
+                        _caption(captions, "table12"))
         if (tables / "companions.csv").exists():  # present when companion methods ran
             _table_page(pdf, "Companion ES methods: ES, CoPES, async ES, low-rank ES",
                         tables / "companions.csv", _caption(captions, "companions"))
