@@ -302,6 +302,9 @@ class DocVQASection(ExperimentSection):
         if self.skills:
             # Trace2Skill distils lessons from problems with a reference answer (math).
             raise ValueError("skills: Trace2Skill runs on the math experiment only")
+
+
+@dataclass(frozen=True)
 class WebSection(ExperimentSection):
     """WebArena-Lite-style web tasks on the local mini-sites (Table 4, Figure 10, Table 12):
     ES trains on the tasks' train split and is evaluated on the test split; the horizon is
