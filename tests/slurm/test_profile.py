@@ -40,9 +40,10 @@ LOCALHOST_PROFILE = {
 ARGS = ["--profile", "slurm", "--profile", "localhost", "--config", "scale=paper-mini"]
 # The SLURM jobs of the miniature paper DAG, by rule: held-out evaluations (base at gen 0,
 # every trained run at its last kept step), RL training, AHD searches and references,
-# the landscape. Everything else is a localrule.
+# the landscape, Table 6's update magnitudes (two float32 checkpoints read in full). Everything
+# else is a localrule.
 HEAVY_JOBS = {"evaluate_checkpoint": 4, "rl_train": 2, "ahd_search": 2, "ahd_references": 1,
-              "landscape": 1}
+              "landscape": 1, "update_magnitudes": 1}
 
 
 def slurm_workdir(dest: Path, smollm2_dir: Path) -> Path:
