@@ -97,3 +97,12 @@ def stop(answer: str = "") -> Step:
 def search(label: str, query: str, button: str = "Search", role: str = "searchbox") -> tuple:
     """Type a query into a search box and press its button."""
     return (type_(role, label, query), click("button", button))
+
+
+def task_adder(site: str, tasks: list[Task]):
+    """add(kind, intent, check, solution): append `site`'s next task to `tasks`, its id
+    "{site}/{index:03d}" in order of creation."""
+    def add(kind, intent, check, solution) -> None:
+        tasks.append(Task(f"{site}/{len(tasks):03d}", site, kind, intent, check,
+                          tuple(solution)))
+    return add

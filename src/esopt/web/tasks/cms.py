@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from esopt.web.task import Check, Task, click, search, stop, type_
+from esopt.web.task import Check, Task, click, search, stop, task_adder, type_
 
 
 def make_tasks(data: dict, rng: random.Random, per_template: int) -> list[Task]:
@@ -13,8 +13,7 @@ def make_tasks(data: dict, rng: random.Random, per_template: int) -> list[Task]:
     products, orders, customers = data["products"], data["orders"], data["customers"]
     tasks: list[Task] = []
 
-    def add(kind, intent, check, solution):
-        tasks.append(Task(f"cms/{len(tasks):03d}", "cms", kind, intent, check, tuple(solution)))
+    add = task_adder("cms", tasks)
 
     def edit(p):
         return (click("link", "Products"), *search("Search by keyword", p["name"]),

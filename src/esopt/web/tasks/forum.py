@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from esopt.web.sites.forum import AGENT
-from esopt.web.task import Check, Task, click, search, stop, type_
+from esopt.web.task import Check, Task, click, search, stop, task_adder, type_
 
 
 def _find(title: str) -> tuple:
@@ -19,9 +19,7 @@ def make_tasks(data: dict, rng: random.Random, per_template: int) -> list[Task]:
     for c in data["comments"]:
         n_comments[c["post_id"]] += 1
 
-    def add(kind, intent, check, solution):
-        tasks.append(Task(f"forum/{len(tasks):03d}", "forum", kind, intent, check,
-                          tuple(solution)))
+    add = task_adder("forum", tasks)
 
     for forum in rng.sample(sorted({p["forum"] for p in posts}), min(per_template, 6)):
         top = max((p for p in posts if p["forum"] == forum), key=lambda p: p["score"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from esopt.web.sites.gitlab import AGENT
-from esopt.web.task import Check, Task, click, stop, type_
+from esopt.web.task import Check, Task, click, stop, task_adder, type_
 
 
 def make_tasks(data: dict, rng: random.Random, per_template: int) -> list[Task]:
@@ -22,9 +22,7 @@ def make_tasks(data: dict, rng: random.Random, per_template: int) -> list[Task]:
         p = projects[pid]
         return click("link", f"{p['namespace']} / {p['name']}")
 
-    def add(kind, intent, check, solution):
-        tasks.append(Task(f"gitlab/{len(tasks):03d}", "gitlab", kind, intent, check,
-                          tuple(solution)))
+    add = task_adder("gitlab", tasks)
 
     for pid in rng.sample(sorted(projects), per_template):
         n = sum(1 for i in issues if i["project_id"] == pid and i["state"] == "opened")

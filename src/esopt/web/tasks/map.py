@@ -7,15 +7,14 @@ import random
 from urllib.parse import urlencode
 
 from esopt.web.sites.map import CATEGORIES, nearest, shortest_route, travel_minutes
-from esopt.web.task import Check, Task, click, search, stop, type_
+from esopt.web.task import Check, Task, click, search, stop, task_adder, type_
 
 
 def make_tasks(data: dict, rng: random.Random, per_template: int) -> list[Task]:
     """The map's tasks over its seeded data."""
     places, roads, tasks = data["places"], data["roads"], []
 
-    def add(kind, intent, check, solution):
-        tasks.append(Task(f"map/{len(tasks):03d}", "map", kind, intent, check, tuple(solution)))
+    add = task_adder("map", tasks)
 
     def find(p):
         return (*search("Search places", p["name"]), click("link", p["name"]))

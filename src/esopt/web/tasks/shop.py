@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from esopt.web.sites.shop import AGENT, order_total
-from esopt.web.task import Check, Task, click, search, stop, type_
+from esopt.web.task import Check, Task, click, search, stop, task_adder, type_
 
 
 def make_tasks(data: dict, rng: random.Random, per_template: int) -> list[Task]:
@@ -16,9 +16,7 @@ def make_tasks(data: dict, rng: random.Random, per_template: int) -> list[Task]:
     for r in data["reviews"]:
         n_reviews[r["product_id"]] += 1
 
-    def add(kind, intent, check, solution):
-        tasks.append(Task(f"shop/{len(tasks):03d}", "shop", kind, intent, check,
-                          tuple(solution)))
+    add = task_adder("shop", tasks)
 
     def find(p):
         return (*search("Search products", p["name"]), click("link", p["name"]))
