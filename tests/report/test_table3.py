@@ -9,6 +9,7 @@ from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
 from esopt.report import math_report
 from esopt.report.math_report import figure8, figure9, score_matrix, table3, trajectory_lengths
+from tests.report.test_figures import _captured
 
 # (tasks, 4 samples) per run: DocVQA ANLS and exact match, math success.
 ANLS = {"base": [[0.0, 0.5, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]],
@@ -96,21 +97,9 @@ def test_table3_without_docvqa_keeps_the_math_columns_only(specs):
                                         "Agentic ESOpt + No Skill"]
 
 
-def _captured(monkeypatch):
-    seen = []
-    real = math_report.save_figure
-
-    def keep(fig, out_dir, stem, **kw):
-        seen.append(fig)
-        return real(fig, out_dir, stem, **kw)
-
-    monkeypatch.setattr(math_report, "save_figure", keep)
-    return seen
-
-
 def test_figure8_has_a_panel_per_metric_with_mean_circles_and_best_of_4_stars(
         specs, tmp_path, monkeypatch):
-    seen = _captured(monkeypatch)
+    seen = _captured(monkeypatch, math_report)
     paths = figure8(specs, tmp_path / "figures")
     assert [p.name for p in paths] == ["fig8.pdf", "fig8.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
@@ -129,7 +118,7 @@ def test_figure8_has_a_panel_per_metric_with_mean_circles_and_best_of_4_stars(
 
 def test_figure9_draws_turns_per_update_through_the_last_es_generation(specs, tmp_path,
                                                                        monkeypatch):
-    seen = _captured(monkeypatch)
+    seen = _captured(monkeypatch, math_report)
     paths = figure9(specs, tmp_path / "figures")
     assert [p.name for p in paths] == ["fig9.pdf", "fig9.png"]
     ax = seen[0].axes[0]
