@@ -3,13 +3,17 @@
     python benchmarks/es_generation.py [--model DIR] [--threads 1] [--levers]
 
 The generation: config/config.yaml + config/scales/tiny.yaml, Sudoku H*=1, method esopt,
-generation 0 (G=8 directions x 8 shared 4x4 puzzles, the train decoder there: temperature
-0.7, top-p 0.8, top-k 20, 8 new tokens). Paths, each on the same directions and tasks:
+generation 0 (G directions x the shared 4x4 puzzles of the scale, the train decoder there:
+temperature 0.7, top-p 0.8, top-k 20, 8 new tokens). Paths, each on the same directions and
+tasks:
   before:      policy.perturbed(d) + run_episodes per direction, transformers `generate`
                (shared prefix encoded again every turn, with full logits)
   loop:        the same, esopt's decode loop, prefix encoded every turn (--levers)
   loop+kv:     the same, the prefix KV kept across the turns of a rollout (--levers)
   population:  all directions in one batch (backends.hf_population), loop + kept prefix
+  bf16:        loop+kv with bfloat16 serving weights (float32 master; oneDNN's bf16 matmuls
+               on AVX512-BF16). Changes the experiment's numerics (`serving_dtype`): its
+               rewards are not compared for equality, only reported.
 Printed per path: wall time, episodes/s, prompt and generated tokens/s (the ledger's
 count: the whole prompt of every turn), time in prefill vs one-token decode forwards,
 executed GFLOP/s (matmul + attention FLOPs of the tokens actually run through the model)
@@ -40,7 +44,7 @@ from esopt.pipeline.config import run_specs
 from esopt.pipeline.stages import train_sampling, train_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ("before", "loop", "loop+kv", "population")
+PATHS = ("before", "loop", "loop+kv", "population", "bf16")
 
 
 def tiny_spec(model: str):
@@ -166,7 +170,8 @@ def main() -> None:
     paths = args.paths or (list(PATHS) if args.levers else ["before", "population"])
     rows, sigs = [], {}
     for name in paths:
-        policy = HFPolicy.load(args.model, decoder="generate" if name == "before" else "loop")
+        policy = HFPolicy.load(args.model, decoder="generate" if name == "before" else "loop",
+                               serving_dtype="bfloat16" if name == "bf16" else "float32")
         meter = ForwardMeter(policy.model)
         if name == "loop":
             policy.rollout_session = None  # no kept prefix: encoded again every turn
