@@ -14,6 +14,9 @@ tasks:
   bf16:        loop+kv with bfloat16 serving weights (float32 master; oneDNN's bf16 matmuls
                on AVX512-BF16). Changes the experiment's numerics (`serving_dtype`): its
                rewards are not compared for equality, only reported.
+  bf16-weights: loop+kv with serving_dtype bfloat16-weights: bf16 matrices, float32
+               activations, norms and attention (esopt.backends.bf16_weights). Changes the
+               numerics like bf16.
 Printed per path: wall time, episodes/s, prompt and generated tokens/s (the ledger's
 count: the whole prompt of every turn), time in prefill vs one-token decode forwards,
 executed GFLOP/s (matmul + attention FLOPs of the tokens actually run through the model)
@@ -44,7 +47,8 @@ from esopt.pipeline.config import run_specs
 from esopt.pipeline.stages import train_sampling, train_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ("before", "loop", "loop+kv", "population", "bf16")
+SERVING = {"bf16": "bfloat16", "bf16-weights": "bfloat16-weights"}
+PATHS = ("before", "loop", "loop+kv", "population", "bf16", "bf16-weights")
 
 
 def tiny_spec(model: str):
@@ -171,7 +175,7 @@ def main() -> None:
     rows, sigs = [], {}
     for name in paths:
         policy = HFPolicy.load(args.model, decoder="generate" if name == "before" else "loop",
-                               serving_dtype="bfloat16" if name == "bf16" else "float32")
+                               serving_dtype=SERVING.get(name, "float32"))
         meter = ForwardMeter(policy.model)
         if name == "loop":
             policy.rollout_session = None  # no kept prefix: encoded again every turn

@@ -83,12 +83,20 @@ POINTS = {
     # Constant sigma 3e-3: the cosine schedule's late sigmas (toward 1e-3) left 6 of 20
     # generations with all directions tied.
     "cd2_g16t16_s3e-3c_a3e-3": _countdown(16, 3e-3, 3e-3, 3e-3),
+    # The tiny `all` point served in bf16 weights with float32 activations (1.4x faster
+    # rollouts in benchmarks/es_generation.py): does ES still learn, and how much sooner?
+    "cd2_g16t16_s3e-3_a3e-3_bf16w": {**_countdown(16, 3e-3, 3e-3, 1e-3),
+                                     "serving_dtype": "bfloat16-weights"},
 }
+# Top-level config keys a point may set (the others are the experiment section's).
+TOP_LEVEL = ("serving_dtype",)
 
 
 def point_spec(name: str, model: str, horizon: int, method: str, generations: int):
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    config = merge_config(config, {"model": model, "sudoku": POINTS[name]})
+    point = {k: v for k, v in POINTS[name].items() if k not in TOP_LEVEL}
+    top = {k: v for k, v in POINTS[name].items() if k in TOP_LEVEL}
+    config = merge_config(config, {"model": model, "sudoku": point, **top})
     if "env_options" in POINTS[name]:  # another environment: its options replace Sudoku's
         config["sudoku"]["env_options"] = POINTS[name]["env_options"]
     config["sudoku"]["es"]["generations"] = generations  # the sigma schedule spans them
@@ -108,8 +116,11 @@ def held_out(policy, spec, tasks: int):
 def base_held_out(policy, spec, tasks: int):
     """The base model's held-out episodes, played once per evaluation setting (the same
     for every point that shares it) and kept in BASE."""
-    key = json.dumps([spec.env, spec.eval_env_kwargs, spec.eval_decoder.__dict__, spec.seed,
-                      tasks, spec.model], sort_keys=True, default=str)
+    setting = [spec.env, spec.eval_env_kwargs, spec.eval_decoder.__dict__, spec.seed, tasks,
+               spec.model]
+    if spec.serving_dtype != "float32":  # float32 keys stay as they were
+        setting.append(spec.serving_dtype)
+    key = json.dumps(setting, sort_keys=True, default=str)
     if BASE.exists():
         for line in BASE.read_text().splitlines():
             row = json.loads(line)
@@ -127,7 +138,10 @@ def base_held_out(policy, spec, tasks: int):
 
 def run_point(name: str, args) -> dict:
     spec = point_spec(name, args.model, args.horizon, args.method, args.generations)
-    policy = HFPolicy.load(spec.model)
+    policy = HFPolicy.load(spec.model, serving_dtype=spec.serving_dtype)
+    # A float32 policy scores all G directions in one population batch; other serving
+    # dtypes (no population batching) one direction at a time. The same rewards either way.
+    per_batch = spec.es.population_size if spec.serving_dtype == "float32" else 1
     base = base_held_out(policy, spec, args.eval_tasks)
     es = ES(spec.es)
     t0 = time.perf_counter()
@@ -135,7 +149,8 @@ def run_point(name: str, args) -> dict:
     for t in range(args.generations):
         state = es.state_at(t)
         directions = es.ask(state)
-        scored = score_directions(policy, spec, t, list(directions))
+        scored = [s for k in range(0, len(directions), per_batch)
+                  for s in score_directions(policy, spec, t, list(directions[k:k + per_batch]))]
         rewards = [direction_reward(eps, spec.failed_episode_reward) for eps, _ in scored]
         update, _ = es.tell(state, rewards)
         policy.apply(update)
@@ -148,6 +163,7 @@ def run_point(name: str, args) -> dict:
     eval_s = time.perf_counter() - t1
     diff = paired_by_task(final, base)
     row = {"point": name, "overrides": POINTS[name], "horizon": args.horizon,
+           "serving_dtype": spec.serving_dtype,
            "method": args.method, "generations": args.generations,
            "G": spec.es.population_size, "tasks_per_direction": spec.tasks_per_direction,
            "curve": curve, "eval_tasks": args.eval_tasks,

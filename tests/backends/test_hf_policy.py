@@ -26,7 +26,7 @@ def make_update(g=4, seed=0, alpha=5e-4, rewards=None):
     return es, update
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "bfloat16-weights"])
 def test_restore_is_bit_exact_after_many_cycles(tiny_dir, dtype):
     policy = HFPolicy.load(tiny_dir, serving_dtype=dtype)
     before = serving_state(policy)

@@ -63,7 +63,7 @@ def test_bf16_served_ppo_step_trains_float32_parameters_and_head(tiny_dir):
     assert torch.count_nonzero(trainer.head.linear.bias) == 1
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "bfloat16-weights"])
 def test_the_same_seed_steps_to_the_same_weights(tiny_dir, dtype):
     """Same checkpoint, config and seed: bit-identical float32 weights after a step (what
     the run's checkpoint hashes rest on)."""

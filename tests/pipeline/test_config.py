@@ -308,3 +308,12 @@ def test_eval_models_are_validated(models, message):
     cfg["eval_models"] = models
     with pytest.raises(ConfigError, match=message):
         run_specs(cfg)
+
+
+def test_bf16_weights_serving_is_the_hf_backends():
+    cfg = base_config()
+    cfg["serving_dtype"] = "bfloat16-weights"
+    assert {s.serving_dtype for s in run_specs(cfg)} == {"bfloat16-weights"}
+    cfg["backend"] = "vllm"
+    with pytest.raises(ConfigError, match="bfloat16-weights is the hf backend's"):
+        run_specs(cfg)

@@ -38,6 +38,9 @@ from esopt.runtime.checkpoint import write_checkpoint
 log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# bfloat16 matrices, float32 activations (esopt.backends.bf16_weights): the HF backend only.
+BF16_WEIGHTS = "bfloat16-weights"
+SERVING_DTYPES = (*DTYPES, BF16_WEIGHTS)
 
 
 def resolve_dtype(name: str) -> torch.dtype:
@@ -86,14 +89,20 @@ class HFPolicy:
         src = str(path_or_id)
         if Path(src).exists() and not (Path(src) / "config.json").is_file():
             raise FileNotFoundError(f"{src} has no config.json: not a model directory")
-        dtype = resolve_dtype(serving_dtype)
+        if serving_dtype not in SERVING_DTYPES:
+            raise ValueError(f"serving_dtype: unknown {serving_dtype!r}; choose one of "
+                             f"{sorted(SERVING_DTYPES)}")
         # The master copy must be exact float32: load float32, then cast the serving copy.
         model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(src)
         policy = cls(model, tokenizer, **kwargs)
-        if dtype != torch.float32 or device != "cpu":
-            model.to(device=device, dtype=dtype)
-            policy._params = dict(model.named_parameters())
+        if serving_dtype == BF16_WEIGHTS:
+            from esopt.backends.bf16_weights import serve_bf16_weights
+
+            serve_bf16_weights(model.to(device))
+        elif serving_dtype != "float32" or device != "cpu":
+            model.to(device=device, dtype=resolve_dtype(serving_dtype))
+        policy._params = dict(model.named_parameters())
         return policy
 
     # ----------------------------------------------------------------- ES interface

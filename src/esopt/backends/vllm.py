@@ -313,6 +313,9 @@ class VLLMPolicy:
         gpu_memory_utilization, kv_cache_memory_bytes, ...). Eager mode by default: CUDA
         graphs and torch.compile would capture weights ES rewrites in place.
         """
+        if serving_dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"serving_dtype {serving_dtype!r}: vllm serves float32, bfloat16 "
+                             "or float16 (bfloat16-weights is the hf backend's)")
         from transformers import AutoTokenizer
         from vllm import LLM
 

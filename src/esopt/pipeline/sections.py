@@ -425,7 +425,9 @@ class Config:
     model: str = option("smollm2-135m-instruct", "base model: embedded name, local "
                                                  "checkpoint directory or Hub id")
     serving_dtype: str = option("float32", "precision of the served weights; masters stay "
-                                           "float32", choices=("float32", "bfloat16", "float16"))
+                                           "float32. bfloat16-weights (hf only): bf16 "
+                                           "matrices, float32 activations and norms",
+                                choices=("float32", "bfloat16", "float16", "bfloat16-weights"))
     backend: str = option("hf", "rollout engine of ES directions and evaluations (RL "
                                 "training always uses hf)", choices=("hf", "vllm"))
     experiments: list[str] = option(factory=lambda: ["sudoku"], item_choices=EXPERIMENTS,
@@ -449,6 +451,11 @@ class Config:
                                   "Figure 10, Table 12)")
     ahd: AHDSection = option(factory=AHDSection, help="automatic heuristic design")
     runtime: RuntimeSection = option(factory=RuntimeSection, help="fan-out settings")
+
+    def __post_init__(self) -> None:
+        if self.serving_dtype == "bfloat16-weights" and self.backend != "hf":
+            raise ValueError("serving_dtype bfloat16-weights is the hf backend's (vllm serves "
+                             "float32, bfloat16 or float16)")
 
 
 SCHEMA_HEADER = ("# Generated from esopt.pipeline.sections; do not edit. Regenerate with:\n"

@@ -51,7 +51,9 @@ def _device_in_use_peak_mb(torch) -> float:
     return _DEVICE_PEAK_MB[0]
 
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# bytes of a served weight; "bfloat16-weights" (HF: bf16 matrices, float32 norms and
+# activations) counts its matrices only: norms are a few thousand parameters.
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bfloat16-weights": 2}
 
 
 def state_bytes_per_parameter(trains: bool, serving_dtype: str) -> int:
