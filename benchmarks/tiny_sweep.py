@@ -31,7 +31,12 @@ from esopt.agent.evaluate import evaluate
 from esopt.backends.hf import HFPolicy
 from esopt.es.strategy import ES
 from esopt.pipeline.config import merge_config, run_specs
-from esopt.pipeline.stages import direction_reward, eval_tasks, score_directions
+from esopt.pipeline.stages import (
+    direction_reward,
+    eval_tasks,
+    population_capable,
+    score_directions,
+)
 from esopt.report.stats import mean_ci, paired_by_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,9 +144,9 @@ def base_held_out(policy, spec, tasks: int):
 def run_point(name: str, args) -> dict:
     spec = point_spec(name, args.model, args.horizon, args.method, args.generations)
     policy = HFPolicy.load(spec.model, serving_dtype=spec.serving_dtype)
-    # A float32 policy scores all G directions in one population batch; other serving
-    # dtypes (no population batching) one direction at a time. The same rewards either way.
-    per_batch = spec.es.population_size if spec.serving_dtype == "float32" else 1
+    # All G directions in one population batch where the policy allows it (float32), else
+    # one direction at a time: the same rewards either way.
+    per_batch = spec.es.population_size if population_capable(policy) else 1
     base = base_held_out(policy, spec, args.eval_tasks)
     es = ES(spec.es)
     t0 = time.perf_counter()

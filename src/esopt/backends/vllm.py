@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from esopt.backends.base import Completion, Conversation, SamplingParams, render_chat
+from esopt.backends.hf import DTYPES
 from esopt.es.noise import (
     DEFAULT_CHUNK_BLOCKS,
     NOISE_BLOCK,
@@ -313,7 +314,7 @@ class VLLMPolicy:
         gpu_memory_utilization, kv_cache_memory_bytes, ...). Eager mode by default: CUDA
         graphs and torch.compile would capture weights ES rewrites in place.
         """
-        if serving_dtype not in ("float32", "bfloat16", "float16"):
+        if serving_dtype not in DTYPES:
             raise ValueError(f"serving_dtype {serving_dtype!r}: vllm serves float32, bfloat16 "
                              "or float16 (bfloat16-weights is the hf backend's)")
         from transformers import AutoTokenizer

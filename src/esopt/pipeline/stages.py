@@ -187,7 +187,7 @@ def population_batch(policy, spec: RunSpec) -> int:
         from esopt.backends.hf_population import directions_per_batch
 
         want = min(want, directions_per_batch(policy, memory_mb))
-    if want > 1 and not _population_capable(policy):
+    if want > 1 and not population_capable(policy):
         log.warning("runtime.population_batch=%d: needs a float32 HF policy on the CPU; "
                     "scoring one direction at a time", want)
         return 1
@@ -199,7 +199,9 @@ def population_batch(policy, spec: RunSpec) -> int:
     return max(1, want)
 
 
-def _population_capable(policy) -> bool:
+def population_capable(policy) -> bool:
+    """Whether `policy` can score several directions in one population batch: a float32 HF
+    policy on the CPU (the batch holds float32 weight sets)."""
     import torch
 
     from esopt.backends.hf import HFPolicy
