@@ -1,11 +1,13 @@
 """Throughput of scoring one tiny-scale ES generation, the way main did it and the new ways.
 
     python benchmarks/es_generation.py [--model DIR] [--threads 1] [--levers]
+                                       [--experiment sudoku|countdown]
 
-The generation: config/config.yaml + config/scales/tiny.yaml, Sudoku H*=1, method esopt,
-generation 0 (G directions x the shared 4x4 puzzles of the scale, the train decoder there:
-temperature 0.7, top-p 0.8, top-k 20, 8 new tokens). Paths, each on the same directions and
-tasks:
+The generation: config/config.yaml + config/scales/tiny.yaml, method esopt, generation 0 of
+the tiny `all`'s run of --experiment: Sudoku H*=1 (G=8 directions x 4 shared 4x4 boards, up
+to 3 turns, 8 new tokens) or Countdown-2 (G=16 x 16 shared tasks, one turn, 24 new tokens),
+the train decoder (temperature 0.7, top-p 0.8, top-k 20). Paths, each on the same
+directions and tasks:
   before:      policy.perturbed(d) + run_episodes per direction, transformers `generate`
                (shared prefix encoded again every turn, with full logits)
   loop:        the same, esopt's decode loop, prefix encoded every turn (--levers)
@@ -51,13 +53,14 @@ SERVING = {"bf16": "bfloat16", "bf16-weights": "bfloat16-weights"}
 PATHS = ("before", "loop", "loop+kv", "population", "bf16", "bf16-weights")
 
 
-def tiny_spec(model: str):
-    """The RunSpec of the tiny scale's Sudoku H*=1 esopt run, on a local model directory."""
+def tiny_spec(model: str, experiment: str = "sudoku"):
+    """The RunSpec of the tiny scale's H*=1 esopt run of `experiment`, on a local model
+    directory."""
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     config.update(yaml.safe_load((ROOT / "config/scales/tiny.yaml").read_text()) or {})
     config["model"] = model
     spec = next(s for s in run_specs(config)
-                if s.experiment == "sudoku" and s.horizon == 1 and s.method == "esopt")
+                if s.experiment == experiment and s.horizon == 1 and s.method == "esopt")
     return spec
 
 
@@ -158,6 +161,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--experiment", default="sudoku", choices=("sudoku", "countdown"),
+                    help="the tiny all's experiment whose generation is scored")
     ap.add_argument("--directions", type=int, default=0, help="first k directions (0: all G)")
     ap.add_argument("--levers", action="store_true", help="also the intermediate paths")
     ap.add_argument("--greedy", action="store_true", help="temperature 0 instead of 0.7")
@@ -165,7 +170,7 @@ def main() -> None:
     args = ap.parse_args()
     args.model = smollm2_dir(args.model)
     torch.set_num_threads(args.threads)
-    spec = tiny_spec(args.model)
+    spec = tiny_spec(args.model, args.experiment)
     if args.greedy:
         spec = replace(spec, train_decoder=replace(spec.train_decoder, temperature=0.0))
     es = ES(spec.es)
