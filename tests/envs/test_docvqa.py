@@ -12,6 +12,7 @@ from PIL import Image
 from esopt.data.docs import (
     DocTask,
     from_hub_records,
+    hub_source,
     image_name,
     load_docs,
     page_text,
@@ -128,6 +129,38 @@ def test_hub_loader_asks_for_docvqa_validation_and_samples_by_seed(monkeypatch):
     assert calls == [(("lmms-lab/DocVQA", "DocVQA"), {"split": "validation"})]
     assert len(tasks) == 4 and tasks == load_docs("lmms-lab/DocVQA:validation:4")
     assert all(t.answers == (f"a{t.id.split(':')[1]}",) for t in tasks)
+
+
+def test_hub_source_passes_a_sliced_split_to_datasets_and_refuses_malformed_ones(monkeypatch):
+    records = [{"questionId": i, "question": f"q{i}?", "answers": [f"a{i}"], "image": _jpeg()}
+               for i in range(6)]
+    calls = _fake_datasets(monkeypatch, records)
+    assert len(load_docs("lmms-lab/DocVQA:validation[:1000]:3")) == 3
+    load_docs("lmms-lab/DocVQA:validation[1000:]")
+    assert [c[1]["split"] for c in calls] == ["validation[:1000]", "validation[1000:]"]
+    assert hub_source("lmms-lab/DocVQA") == ("lmms-lab/DocVQA", "validation", None)
+    for bad in ("lmms-lab/DocVQA:validation:4:9", "lmms-lab/DocVQA:validation[1:",
+                "lmms-lab/DocVQA:validation:four"):
+        with pytest.raises(ValueError, match="DATASET_ID"):
+            load_docs(bad)
+
+
+def test_paper_scale_evaluates_no_training_record():
+    """docvqa-paper trains on a sample of one slice of the validation split and evaluates on
+    the records after it (they overlapped when both read the whole split)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    scale = yaml.safe_load((Path(__file__).parents[2] / "config/scales/docvqa-paper.yaml")
+                           .read_text())["docvqa"]
+    train = hub_source(scale["env_options"]["data"])
+    held_out = hub_source(scale["eval"]["env_options"]["data"])
+    assert train[0] == held_out[0]
+    (split, end), = re.findall(r"^(\w+)\[:(\d+)\]$", train[1])
+    (split2, start), = re.findall(r"^(\w+)\[(\d+):\]$", held_out[1])
+    assert split == split2 and int(end) <= int(start)
 
 
 # --- the command shell (the trusted harness itself, on a cached OCR text) -------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import io
 import random
+import re
 from dataclasses import dataclass
 
 # The Hub's DocVQA: its validation split has answers (its test split does not).
@@ -258,10 +259,27 @@ def load_hub(dataset_id: str = HUB_ID, split: str = "validation", limit: int | N
     return from_hub_records((ds[i] for i in index), source=dataset_id)
 
 
+# ID[:SPLIT[:LIMIT]]; SPLIT may carry `datasets`' slice, validation[:50] or validation[50:],
+# whose colon is not a separator: disjoint slices of one split keep training records out of
+# the evaluation.
+_HUB_SOURCE = re.compile(r"(?P<id>[^:\[\]]+)(?::(?P<split>[^:\[\]]*(?:\[[^\]]*\])?)"
+                         r"(?::(?P<limit>\d*))?)?")
+
+
 def load_docs(source: str) -> list[DocTask]:
-    """`synthetic:COUNT:SEED`, or a dataset id with an optional `:SPLIT:LIMIT`."""
+    """`synthetic:COUNT:SEED`, or a dataset id with an optional `:SPLIT:LIMIT` (SPLIT may be
+    sliced: `lmms-lab/DocVQA:validation[50:]`)."""
     if source.startswith("synthetic:"):
         _, count, seed = (source.split(":") + ["0"])[:3]
         return synthetic_tasks(int(count), int(seed))
-    dataset_id, split, limit = (source.split(":") + ["validation", ""])[:3]
-    return load_hub(dataset_id, split or "validation", int(limit) if limit else None)
+    return load_hub(*hub_source(source))
+
+
+def hub_source(source: str) -> tuple[str, str, int | None]:
+    """(dataset id, split, limit) of `ID[:SPLIT[:LIMIT]]`; the split defaults to validation."""
+    match = _HUB_SOURCE.fullmatch(source)
+    if match is None:
+        raise ValueError(f"DocVQA source {source!r}: expected synthetic:COUNT:SEED or "
+                         "DATASET_ID[:SPLIT[:LIMIT]], e.g. lmms-lab/DocVQA:validation[50:]:200")
+    limit = match["limit"]
+    return match["id"], match["split"] or "validation", int(limit) if limit else None
