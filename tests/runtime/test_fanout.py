@@ -1,8 +1,13 @@
 """How the fan-out asks SLURM about its array: one squeue of that array only, parsed into
 states and running time (a fake squeue records the call; the real cluster is tests/slurm)."""
 
+import contextlib
 import os
+import signal
 import stat
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -43,3 +48,55 @@ def test_a_forgotten_array_is_empty_and_a_failing_squeue_is_unknown(fake_squeue)
                                            ("2-01:00:00", 2 * 86400 + 3600)])
 def test_squeue_time_used_in_seconds(text, seconds):
     assert _elapsed_s(text) == seconds
+
+
+# --- local shards end with the process that fanned them out ---------------------------
+
+DRIVER = """
+import sys, time
+from pathlib import Path
+from esopt.runtime.fanout import map_shards
+
+def shard(path):
+    import os
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(120)
+
+map_shards(shard, [(sys.argv[1] + "/a",), (sys.argv[1] + "/b",)], cluster="local",
+           folder=sys.argv[1] + "/submitit")
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_local_shards_stop_when_their_driver_is_killed(tmp_path, sig):
+    """Killing a run (snakemake stopping a job, or kill -9) must not leave its shards
+    computing: submitit's local controller outlives the driver by design."""
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)])
+    pids = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(pids) < 2 and time.monotonic() < deadline:
+            pids = [int(p.read_text()) for p in (tmp_path / "a", tmp_path / "b")
+                    if p.exists() and p.read_text()]
+            time.sleep(0.2)
+        assert len(pids) == 2, "the shards did not start"
+        driver.send_signal(sig)
+        driver.wait(10)
+        deadline = time.monotonic() + 10
+        while any(map(_alive, pids)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(map(_alive, pids)), "shards outlived their driver"
+    finally:
+        driver.kill()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -7,8 +7,11 @@ without a result is reported lost, so no job can hang a generation.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,6 +32,8 @@ SLURM_POLL_S = 20.0
 # normally end or requeue it first).
 DEADLINE_GRACE_S = 120.0
 RUNNING_STATES = ("RUNNING", "COMPLETING", "STOPPED", "SUSPENDED")
+# How often a local shard checks that the process that fanned it out still runs.
+DRIVER_POLL_S = 1.0
 
 
 class FanoutError(RuntimeError):
@@ -100,6 +105,8 @@ def map_shards(fn: Callable, args: Sequence[tuple], *, cluster: str = "local",
                        for k, v in (slurm or {}).items() if v is not None})
         params["slurm_array_parallelism"] = len(args)
     executor.update_parameters(**params)
+    if cluster == "local":
+        fn = functools.partial(_while_alive, fn, os.getpid(), _process_key(os.getpid()))
     jobs = executor.map_array(fn, *zip(*args, strict=True))
     array_id = jobs[0].job_id.split("_")[0]
     log.info("submitted %d shard(s) to %s: %s (status every %g s)", len(jobs), cluster,
@@ -121,6 +128,40 @@ def map_shards(fn: Callable, args: Sequence[tuple], *, cluster: str = "local",
         raise FanoutError(f"{len(failures)} of {len(jobs)} shard(s) failed:\n" +
                           "\n".join(failures))
     return results
+
+
+def _process_key(pid: int) -> str | None:
+    """A live process's identity: its start time where /proc has it (a recycled pid gets
+    another), else "alive"; None once it has ended (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after the command's name
+        return None if fields[0] in "ZX" else fields[19]  # state; starttime (field 22)
+    except FileNotFoundError:
+        pass  # ended, or a system without /proc
+    except (OSError, IndexError):
+        return "alive"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return "alive"
+
+
+def _while_alive(fn: Callable, driver: int, key: str | None, *args):
+    """Run fn(*args) in a local shard, ending the shard when the process that fanned it out
+    ends: submitit's local controller is built to outlive that process, so a stopped run
+    (snakemake killing a job, kill -9, Ctrl-C) would otherwise leave its shards computing."""
+    def watch():
+        while _process_key(driver) == key:
+            time.sleep(DRIVER_POLL_S)
+        log.error("the fan-out's process %d ended: stopping this shard", driver)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="driver-watch", daemon=True).start()
+    return fn(*args)
 
 
 def _wait(jobs: Sequence, cluster: str, poll_s: float, deadline_s: float,
