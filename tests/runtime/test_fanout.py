@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from esopt.runtime.fanout import _elapsed_s, _slurm_array_tasks
@@ -69,13 +70,11 @@ map_shards(shard, [(sys.argv[1] + "/a",), (sys.argv[1] + "/b",)], cluster="local
 
 def _alive(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_local_shards_stop_when_their_driver_is_killed(tmp_path, sig):
     """Killing a run (snakemake stopping a job, or kill -9) must not leave its shards

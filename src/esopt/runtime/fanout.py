@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 CLUSTERS = ("local", "slurm", "debug", "inline")
@@ -130,27 +132,17 @@ def map_shards(fn: Callable, args: Sequence[tuple], *, cluster: str = "local",
     return results
 
 
-def _process_key(pid: int) -> str | None:
-    """A live process's identity: its start time where /proc has it (a recycled pid gets
-    another), else "alive"; None once it has ended (a zombie has ended)."""
+def _process_key(pid: int) -> float | None:
+    """A live process's identity: its start time (a recycled pid gets another); None once
+    it has ended (a zombie has ended)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()  # after the command's name
-        return None if fields[0] in "ZX" else fields[19]  # state; starttime (field 22)
-    except FileNotFoundError:
-        pass  # ended, or a system without /proc
-    except (OSError, IndexError):
-        return "alive"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        process = psutil.Process(pid)
+        return None if process.status() == psutil.STATUS_ZOMBIE else process.create_time()
+    except psutil.NoSuchProcess:
         return None
-    except PermissionError:
-        pass
-    return "alive"
 
 
-def _while_alive(fn: Callable, driver: int, key: str | None, *args):
+def _while_alive(fn: Callable, driver: int, key: float | None, *args):
     """Run fn(*args) in a local shard, ending the shard when the process that fanned it out
     ends: submitit's local controller is built to outlive that process, so a stopped run
     (snakemake killing a job, kill -9, Ctrl-C) would otherwise leave its shards computing."""
