@@ -28,8 +28,8 @@ DECODER = {"max_new_tokens": 8, "temperature": 0.7, "top_p": 0.8, "top_k": 20}
 def child(model: str, mode: str, tasks: int, group: int) -> None:
     import torch
 
-    from esopt.backends.base import SamplingParams
     from esopt.backends.hf import HFPolicy
+    from esopt.chat import SamplingParams
     from esopt.runtime.memory import peak_memory_mb
 
     torch.set_num_threads(2)

@@ -43,12 +43,14 @@ def smoke_run_spec(model: Path, runtime: dict):
 
 def assert_reports_injected_failure(message: str, direction: int) -> None:
     """The fan-out's error carries the worker's exception and its traceback, down to the
-    line of the stage that raised it (the fault injected by ESOPT_FAIL_DIRECTION)."""
+    line that raised it (the fault injected by tests/support/faults.py)."""
+    from tests.support.faults import INJECTED_LINE
+
     assert "1 of 2 shard(s) failed" in message, message
     assert "Traceback (most recent call last)" in message, message
     assert f"RuntimeError: injected failure in direction {direction}" in message, message
     assert "esopt/pipeline/stages.py" in message and "in eval_direction_shard" in message
-    assert 'raise RuntimeError(f"injected failure in direction {i}")' in message, message
+    assert INJECTED_LINE in message, message
 
 
 @pytest.fixture(scope="session")

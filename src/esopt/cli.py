@@ -63,14 +63,10 @@ def _stage_reduce(args) -> None:
 
 
 def _stage_update(args) -> None:
-    import json
-
     from esopt.pipeline.stages import update_checkpoint
 
-    manifest = update_checkpoint(_spec(args), args.generation, args.checkpoint, args.rewards,
-                                 args.out)
-    with open(args.record, "w") as f:
-        json.dump(manifest, f, indent=2, sort_keys=True)
+    update_checkpoint(_spec(args), args.generation, args.checkpoint, args.rewards, args.out,
+                      record=args.record)
 
 
 def _stage_eval(args) -> None:
@@ -99,7 +95,7 @@ def _stage_async(args) -> None:
 
 
 def _stage_ledger(args) -> None:
-    from esopt.pipeline.rl import es_ledger
+    from esopt.pipeline.ledgers import es_ledger
 
     es_ledger(_spec(args), args.out)
 

@@ -7,9 +7,10 @@ import pytest
 
 from esopt.agent.evaluate import EVAL_SAMPLING, evaluate, task_seeds
 from esopt.agent.rollout import run_episodes
-from esopt.agent.trajectories import episodes_table, write_parquet_atomic
-from esopt.backends.base import Completion, SamplingParams
+from esopt.agent.trajectories import episodes_table
+from esopt.chat import Completion, SamplingParams
 from esopt.envs import make_env
+from esopt.runtime.atomic import write_parquet_atomic
 
 
 def _signature(episodes):

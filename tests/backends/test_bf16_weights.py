@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
+from esopt.chat import SamplingParams
 from esopt.es.noise import tensor_noise
 from esopt.es.strategy import Direction
 

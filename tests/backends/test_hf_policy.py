@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
+from esopt.chat import SamplingParams
 from esopt.es.noise import tensor_noise
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ES, Direction, ESConfig

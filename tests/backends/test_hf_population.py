@@ -9,10 +9,10 @@ import torch
 
 from esopt.agent.evaluate import task_seeds
 from esopt.agent.rollout import run_episodes
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
 from esopt.backends.hf_decode import row_generators, sample_next
 from esopt.backends.hf_population import directions_per_batch, run_population_episodes
+from esopt.chat import SamplingParams
 from esopt.envs import make_env
 from esopt.es.strategy import Direction
 
@@ -195,6 +195,7 @@ def test_memory_budget_sets_the_directions_per_batch(tiny_policy):
 # --------------------------------------------------------------------- the pipeline
 def test_direction_shard_batched_writes_the_sequential_files(tiny_dir, tmp_path):
     from esopt.pipeline.stages import eval_direction_shard
+    from esopt.runtime.checkpoint import checkpoint_sha256
     from tests.pipeline.test_update_stage import _spec
 
     spec = _spec(tiny_dir)
@@ -202,7 +203,8 @@ def test_direction_shard_batched_writes_the_sequential_files(tiny_dir, tmp_path)
     for batch in (1, 3):
         s = replace(spec, runtime={**spec.runtime, "population_batch": batch})
         out = tmp_path / f"b{batch}"
-        done = eval_direction_shard(s.to_json(), 0, str(tiny_dir), str(out), [0, 1, 2, 3], 1)
+        done = eval_direction_shard(s.to_json(), 0, str(tiny_dir), checkpoint_sha256(tiny_dir),
+                                    str(out), [0, 1, 2, 3], 1)
         assert done == [0, 1, 2, 3]
         tables[batch] = [pq.read_table(out / f"{i:03d}.parquet") for i in range(4)]
     for one, batched in zip(tables[1], tables[3], strict=True):
@@ -215,7 +217,7 @@ def test_direction_shard_batched_writes_the_sequential_files(tiny_dir, tmp_path)
 
 
 def test_population_batch_serves_low_rank_but_not_copes_directions(tiny_policy, tiny_dir):
-    from esopt.pipeline.stages import population_batch
+    from esopt.pipeline.objective import population_batch
     from tests.pipeline.test_update_stage import _spec
 
     spec = _spec(tiny_dir)

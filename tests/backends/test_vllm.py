@@ -11,8 +11,8 @@ import torch
 
 pytest.importorskip("vllm", reason="vLLM runs in .venv-vllm (scripts/test.sh runs it there)")
 
-from esopt.backends.base import SamplingParams  # noqa: E402
 from esopt.backends.hf import HFPolicy  # noqa: E402
+from esopt.chat import SamplingParams  # noqa: E402
 from esopt.envs.base import make_env  # noqa: E402
 from esopt.es.strategy import Direction, Update  # noqa: E402
 
@@ -77,7 +77,7 @@ def test_generated_ids_and_finish_reasons(engine):
 
 
 def test_perturbation_reaches_every_logical_tensor_bit_for_bit(engine, hf):
-    master = engine.master()
+    master = engine.master_weights()
     assert set(master) == set(hf.parameter_names)
     d = Direction(index=0, seed=1234, sign=-1, sigma=1e-3)
     with engine.perturbed(d):
@@ -91,7 +91,7 @@ def test_perturbation_reaches_every_logical_tensor_bit_for_bit(engine, hf):
 
 
 def test_restore_is_bit_exact(engine):
-    master = engine.master()
+    master = engine.master_weights()
     for k in range(3):
         with engine.perturbed(Direction(index=k, seed=77 + k, sign=1, sigma=1e-2)):
             pass
@@ -126,7 +126,7 @@ def test_an_update_from_seeds_gives_the_hf_checkpoint_sha256(engine, hf, tmp_pat
     ours = engine.save(tmp_path / "vllm")["sha256"]
     assert ours == hf.save(tmp_path / "hf")["sha256"]
     served = engine.logical_weights()
-    master = engine.master()
+    master = engine.master_weights()
     assert all(torch.equal(served[n], master[n]) for n in master)
 
 
@@ -137,10 +137,8 @@ def test_pipeline_stages_run_on_the_vllm_backend(smollm2_dir, tmp_path, monkeypa
     16 has no CPU attention kernel in vLLM.)"""
     from dataclasses import replace
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from esopt.pipeline.config import run_specs
+    from esopt.pipeline.records import RewardTable
     from esopt.pipeline.stages import evaluate_directions, reduce_rewards, update_checkpoint
     from esopt.runtime.checkpoint import checkpoint_sha256
     from tests.conftest import without_manifest
@@ -155,20 +153,19 @@ def test_pipeline_stages_run_on_the_vllm_backend(smollm2_dir, tmp_path, monkeypa
     assert spec.backend == "vllm"
     monkeypatch.chdir(tmp_path)
     evaluate_directions(spec, 0, str(smollm2_dir), "dirs", "dirs.done.json")
-    table = reduce_rewards(spec, 0, "dirs", "rewards.parquet").to_pydict()
-    assert table["direction"] == [0, 1] and all(f > 0 for f in table["flops"])
-    # A 135M model rarely solves a puzzle in 2 tries: set distinct rewards so that the
+    table = reduce_rewards(spec, 0, "dirs", "rewards.parquet")
+    assert table.column("direction") == [0, 1] and all(f > 0 for f in table.column("flops"))
+    # A 135M model rarely solves a puzzle in 2 tries: set distinct fitness so that the
     # update is not zero (the seeds, which the update checks, stay the run's).
-    rewards = pq.read_table("rewards.parquet")
-    rewards = rewards.set_column(rewards.schema.get_field_index("reward"), "reward",
-                                 pa.array([0.0, 1.0]))
-    pq.write_table(rewards, "rewards.parquet")
+    RewardTable(tuple(replace(row, fitness=f) for row, f in zip(table.rows, (0.0, 1.0),
+                                                                 strict=True))
+                ).write("rewards.parquet", spec)
     # Without its manifest the base directory is loaded by each backend, which applies the
     # update; with it, the stage updates the file's tensors: all three agree.
     plain = without_manifest(smollm2_dir, tmp_path / "plain")
     shas = {b: update_checkpoint(replace(spec, backend=b), 0, str(plain),
-                                 "rewards.parquet", f"ckpt-{b}")["sha256"]
+                                 "rewards.parquet", f"ckpt-{b}").sha256
             for b in ("vllm", "hf")}
     shas["file"] = update_checkpoint(spec, 0, str(smollm2_dir), "rewards.parquet",
-                                     "ckpt-file")["sha256"]
+                                     "ckpt-file").sha256
     assert shas["vllm"] == shas["hf"] == shas["file"] != checkpoint_sha256(smollm2_dir)

@@ -105,7 +105,7 @@ def test_each_rank_loads_perturbs_and_updates_only_its_slices(tiny_dir, size):
         for n, slot in slots.items():
             expected = (full[n] + tensor_noise(7, n, full[n].shape) * -2e-3)[slot.src]
             assert torch.equal(worker.es_params[slot.param].data[slot.dst], expected), n
-        worker.es_apply(seeds, coeffs, scale)
+        worker.es_add_update(seeds, coeffs, scale)
         for n, slot in slots.items():
             assert torch.equal(worker.es_master[n], updated[n][slot.src]), n
         parts.append(worker.es_master_state())

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-from esopt.backends.base import SamplingParams
 from esopt.baselines.grpo import (
     GRPOConfig,
     GRPOTrainer,
@@ -14,6 +13,7 @@ from esopt.baselines.grpo import (
     grpo_loss,
     token_logprobs,
 )
+from esopt.chat import SamplingParams
 from esopt.envs.base import Environment, StepResult, register, registered
 
 

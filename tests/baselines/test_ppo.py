@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from esopt.backends.base import SamplingParams
 from esopt.baselines.ppo import PPOConfig, PPOTrainer, gae
+from esopt.chat import SamplingParams
 from tests.baselines.test_grpo import VariedReward  # noqa: F401  (registers test_varied)
 
 

@@ -67,7 +67,7 @@ def test_bf16_served_ppo_step_trains_float32_parameters_and_head(tiny_dir):
 def test_the_same_seed_steps_to_the_same_weights(tiny_dir, dtype):
     """Same checkpoint, config and seed: bit-identical float32 weights after a step (what
     the run's checkpoint hashes rest on)."""
-    from esopt.backends.base import SamplingParams
+    from esopt.chat import SamplingParams
     from tests.baselines.test_grpo import VariedReward  # noqa: F401  (registers test_varied)
 
     def trained():

@@ -315,7 +315,7 @@ def test_an_ocr_that_runs_out_of_time_is_a_timeout_and_the_episode_goes_on():
 
 def test_the_rollout_engine_plays_docvqa_episodes_with_the_oracle():
     from esopt.agent.rollout import run_episodes
-    from esopt.backends.base import Completion, SamplingParams
+    from esopt.chat import Completion, SamplingParams
 
     class Oracle:
         def generate(self, conversations, sampling):

@@ -109,7 +109,7 @@ class _Policy:
     def generate(self, conversations, sampling):
         import re
 
-        from esopt.backends.base import Completion
+        from esopt.chat import Completion
 
         out = []
         for c in conversations:
@@ -122,7 +122,7 @@ class _Policy:
 
 def test_evaluation_data_say_which_checker_decided():
     from esopt.agent.evaluate import evaluate
-    from esopt.backends.base import SamplingParams
+    from esopt.chat import SamplingParams
 
     options = {"data": "generated:8:0", "require_tool": False, "max_turns": 1}
     table, _ = evaluate(_Policy(), "math_tool", options, list(range(8)), 2, SamplingParams())

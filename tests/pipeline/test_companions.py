@@ -117,7 +117,8 @@ def test_update_stage_replays_from_the_manifest(tiny_dir, tmp_path, method, es):
     cfg["model"] = str(tiny_dir)
     spec = next(s for s in run_specs(cfg) if s.method == method)
     rewards = _rewards(spec, tmp_path / "rewards.parquet", [0.0, 1.0, 0.5, 0.25])
-    manifest = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(tmp_path / "next"))
+    manifest = update_checkpoint(spec, 0, str(tiny_dir), rewards,
+                                 str(tmp_path / "next")).to_dict()
     assert (len(manifest["subspaces"]) == 4) == (method == "copes")
     assert manifest["rank"] == (2 if method == "lowrank_es" else None)
     update = Update.from_dict({k: manifest[k] for k in (

@@ -1,31 +1,48 @@
 """The ES ledger from crafted generation files: the spread of the directions' rewards."""
 
-import json
 import math
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
-from esopt.pipeline.rl import es_ledger
+from esopt.pipeline.ledgers import es_ledger
+from esopt.pipeline.records import RewardRow, RewardTable, UpdateManifest
 from esopt.runtime.ledger import reward_spread
 from tests.pipeline.test_config import base_config
 
 NAN = float("nan")
 
 
-def _rewards_file(path: Path, rewards: list[float], tasks: list[int]) -> None:
+def _table(rewards: list[float], tasks: list[int], workers=None, loads=None, walls=None
+           ) -> RewardTable:
     g = len(rewards)
-    write_parquet_atomic(pa.table({
-        "direction": list(range(g)), "reward": rewards,
-        "task_seeds": [list(range(n)) for n in tasks], "success": [0.0] * g,
-        "turns": [1.0] * g, "completion_tokens": [8] * g, "generate_s": [1.0] * g,
-        "wall_s": [1.5] * g, "flops": [1e9] * g, "peak_memory_mb": [100.0] * g,
-        "worker": ["w0"] * g, "worker_load_s": [2.0] * g,
-        "failed_episodes": [int(math.isnan(r)) for r in rewards]}), path)
+    workers, loads, walls = workers or ["w0"] * g, loads or [2.0] * g, walls or [1.5] * g
+    return RewardTable(tuple(RewardRow(
+        generation=0, direction=i, direction_seed=i, sign=1, sigma=1e-3, fitness=r,
+        failed=math.isnan(r), failed_episodes=int(math.isnan(r)), success=0.0,
+        task_seeds=list(range(n)), task_rewards=[0.0] * n, task_failed=[False] * n,
+        turns=1.0, prompt_tokens=10, completion_tokens=8, wall_s=walls[i], worker=workers[i],
+        worker_load_s=loads[i], worker_shard=[0], peak_rss_mb=100.0, peak_memory_mb=100.0,
+        generate_s=1.0, flops=1e9, noise_fingerprint="fp")
+        for i, (r, n) in enumerate(zip(rewards, tasks, strict=True))))
+
+
+def _rewards_file(path: Path, spec, rewards: list[float], tasks: list[int]) -> None:
+    _table(rewards, tasks).write(path, spec)
+
+
+def _update(excluded: list[int]) -> UpdateManifest:
+    return UpdateManifest(
+        generation=1, parent_sha256="p", seeds=[], signs=[], weights=[], excluded=excluded,
+        sigma=1e-3, alpha=1e-3, scale=0.0, subspaces=[], rank=None, rewards=[],
+        failed_directions=[], config={}, identity="", update_wall_s=3.0, load_s=1.0,
+        peak_rss_mb=50.0, peak_memory_mb=50.0)
+
+
+def _update_record(path: Path, spec, excluded: list[int]) -> None:
+    _update(excluded).write(path)
 
 
 @pytest.fixture()
@@ -37,14 +54,11 @@ def spec(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = Path(spec.run_dir)
     # Generation 0: direction 2 excluded (NaN); direction 3 played 6 tasks, the others 2.
-    _rewards_file(run / "gen000/rewards.parquet", [0.0, 0.5, NAN, 1.0], [2, 2, 2, 6])
+    _rewards_file(run / "gen000/rewards.parquet", spec, [0.0, 0.5, NAN, 1.0], [2, 2, 2, 6])
     # Generation 1: every direction excluded.
-    _rewards_file(run / "gen001/rewards.parquet", [NAN] * 4, [2] * 4)
+    _rewards_file(run / "gen001/rewards.parquet", spec, [NAN] * 4, [2] * 4)
     for g, excluded in ((1, [2]), (2, [0, 1, 2, 3])):
-        (run / f"gen{g:03d}").mkdir(parents=True, exist_ok=True)
-        (run / f"gen{g:03d}/update.json").write_text(json.dumps({
-            "peak_memory_mb": 50.0, "load_s": 1.0, "update_wall_s": 3.0,
-            "excluded": excluded}))
+        _update_record(run / f"gen{g:03d}/update.json", spec, excluded)
     return spec
 
 
@@ -71,13 +85,12 @@ def test_reward_spread_without_weights_is_the_population_std():
 
 
 def test_generation_wall_clock_is_the_slowest_shard_plus_the_update():
-    from esopt.pipeline.rl import generation_wall_s
+    from esopt.pipeline.ledgers import generation_wall_s
 
     # Two shards in parallel: w0 loads 2 s and scores 1.5 + 1.5 s, w1 loads 4 s and scores
     # 0.5 s; the update takes 3 s. Worker-seconds would be 2 + 3 + 4 + 0.5 + 3 = 12.5.
-    rewards = {"worker": ["w0", "w0", "w1"], "worker_load_s": [2.0, 2.0, 4.0],
-               "wall_s": [1.5, 1.5, 0.5]}
-    assert generation_wall_s(rewards, {"update_wall_s": 3.0}) == 5.0 + 3.0
+    rewards = _table([0.0] * 3, [1] * 3, ["w0", "w0", "w1"], [2.0, 2.0, 4.0], [1.5, 1.5, 0.5])
+    assert generation_wall_s(rewards, _update([])) == 5.0 + 3.0
 
 
 def test_es_ledger_records_each_generations_wall_clock(spec):

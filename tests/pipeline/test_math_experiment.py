@@ -10,13 +10,14 @@ import pytest
 
 from esopt.agent.evaluate import evaluate
 from esopt.agent.rollout import run_episodes
-from esopt.agent.trajectories import episodes_table, write_parquet_atomic
-from esopt.backends.base import SamplingParams
+from esopt.agent.trajectories import episodes_table
+from esopt.chat import SamplingParams
 from esopt.envs import make_env
 from esopt.pipeline.config import ConfigError, run_specs
 from esopt.pipeline.skills import episodes_from_parquet
 from esopt.pipeline.stages import eval_tasks
 from esopt.report.math_report import correct_matrix, figure8, table3
+from esopt.runtime.atomic import write_parquet_atomic
 
 MATH = {"env": "math_tool", "skills": True, "horizons": [2], "methods": ["base", "esopt"],
         "env_options": {"data": "generated:20:0", "max_new_tokens": 8},

@@ -6,12 +6,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 
-from esopt.es.noise import add_noise_sum_, noise_fingerprint
+from esopt.es.noise import add_noise_sum_
 from esopt.es.strategy import ES
 from esopt.pipeline.config import run_specs
 from esopt.pipeline.stages import update_checkpoint
@@ -26,6 +24,7 @@ from esopt.runtime.checkpoint import (
 )
 from tests.conftest import without_manifest
 from tests.pipeline.test_config import base_config
+from tests.support.records import write_reward_table
 
 
 def _spec(tiny_dir):
@@ -37,13 +36,7 @@ def _spec(tiny_dir):
 
 def _rewards(spec, path: Path, rewards, fingerprints=None) -> str:
     """A reward table as reduce writes it: seeds, rewards and the noise fingerprints."""
-    seeds = [d.seed for d in ES(spec.es).ask(ES(spec.es).state_at(0))]
-    names = list(read_master(spec.model))
-    fingerprints = fingerprints or [noise_fingerprint(s, names) for s in seeds]
-    pq.write_table(pa.table({"direction": list(range(len(seeds))), "direction_seed": seeds,
-                             "reward": [float(r) for r in rewards],
-                             "noise_fingerprint": fingerprints}), path)
-    return str(path)
+    return write_reward_table(spec, path, rewards, list(read_master(spec.model)), fingerprints)
 
 
 def test_file_update_equals_the_backend_update(tiny_dir, tmp_path, monkeypatch):
@@ -59,10 +52,10 @@ def test_file_update_equals_the_backend_update(tiny_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(stages, "load_policy", no_model)
     by_file = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(tmp_path / "file"))
-    assert by_file["sha256"] == by_backend["sha256"] != verify_checkpoint(tiny_dir)["sha256"]
+    assert by_file.sha256 == by_backend.sha256 != verify_checkpoint(tiny_dir)["sha256"]
     verify_checkpoint(tmp_path / "file")
     for key in ("seeds", "signs", "weights", "scale", "parent_sha256", "generation"):
-        assert by_file[key] == by_backend[key], key
+        assert getattr(by_file, key) == getattr(by_backend, key), key
     # The child loads as a model: the model files came with it.
     names = {p.name for p in (tmp_path / "file").iterdir()}
     assert {"config.json", "tokenizer.json", WEIGHTS_NAME, MANIFEST_NAME} <= names
@@ -90,11 +83,8 @@ def test_checkpoint_t_plus_1_replays_from_checkpoint_t_and_the_manifest(tiny_dir
                                                        [0.0, 1.0, 0.5, 0.25]), str(gen1))
     # Generation 1 -> 2 (a non-zero generation: its own seeds, sigma and schedule step).
     seeds1 = [d.seed for d in ES(spec.es).ask(ES(spec.es).state_at(1))]
-    names = list(read_master(tiny_dir))
-    pq.write_table(pa.table({"direction": [0, 1, 2, 3], "direction_seed": seeds1,
-                             "reward": [3.0, -1.0, 0.0, 2.0],
-                             "noise_fingerprint": [noise_fingerprint(s, names) for s in seeds1]}),
-                   tmp_path / "r1.parquet")
+    write_reward_table(spec, tmp_path / "r1.parquet", [3.0, -1.0, 0.0, 2.0],
+                       list(read_master(tiny_dir)), generation=1)
     child = tmp_path / "gen2"
     update_checkpoint(spec, 1, str(gen1), str(tmp_path / "r1.parquet"), str(child))
     manifest = read_manifest(child)  # what is on disk, not what the stage returned
@@ -109,8 +99,8 @@ def test_zero_update_copies_the_weights(tiny_dir, tmp_path):
     spec = _spec(tiny_dir)
     rewards = _rewards(spec, tmp_path / "rewards.parquet", [1.0, 1.0, 1.0, 1.0])
     manifest = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(tmp_path / "c"))
-    assert manifest["sha256"] == verify_checkpoint(tiny_dir)["sha256"]
-    assert manifest["generation"] == 1 and not any(manifest["weights"])
+    assert manifest.sha256 == verify_checkpoint(tiny_dir)["sha256"]
+    assert manifest.generation == 1 and not any(manifest.weights)
 
 
 def test_read_master_refuses_a_corrupted_checkpoint(tiny_dir, tmp_path):

@@ -114,7 +114,7 @@ def test_figure10_curve_starts_at_the_base_evaluation(tmp_path):
 
 
 def test_the_evaluation_stage_plays_web_episodes_with_a_tiny_model(tiny_dir, tmp_path):
-    from esopt.backends.base import SamplingParams
+    from esopt.chat import SamplingParams
     from esopt.pipeline.stages import evaluate_checkpoint
     from esopt.report.results import eval_summary
 

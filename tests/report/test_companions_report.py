@@ -5,9 +5,9 @@ import json
 import pyarrow as pa
 import pytest
 
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
 from esopt.report.companions import companion_table, write_companions
+from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
 
 

@@ -11,11 +11,11 @@ import pytest
 
 import esopt.report.figures as figures
 import esopt.report.landscape as landscape
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
 from esopt.report.figures import figure7, horizon_points, train_reward_figure
 from esopt.report.landscape import figure6, gaussian_smooth, read_landscape
 from esopt.report.results import correct_turns
+from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
 
 

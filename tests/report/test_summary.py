@@ -5,7 +5,6 @@ import json
 import pyarrow as pa
 import pytest
 
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
 from esopt.report.summary import (
     config_hash,
@@ -13,6 +12,7 @@ from esopt.report.summary import (
     method_results,
     summary_rows,
 )
+from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
 
 

@@ -5,10 +5,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
 from esopt.report import math_report
 from esopt.report.math_report import figure8, figure9, score_matrix, table3, trajectory_lengths
+from esopt.runtime.atomic import write_parquet_atomic
 from tests.report.test_figures import _captured
 
 # (tasks, 4 samples) per run: DocVQA ANLS and exact match, math success.

@@ -38,7 +38,7 @@ class _Population:
                                   dtype=dtype, device=dev)
         self.members = torch.zeros(1, dtype=torch.long, device=dev)
         self.factors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        for name, p in policy._params.items():
+        for name, p in policy.serving_parameters.items():
             if is_lowrank(p.shape):
                 ab = [factors(d.seed, name, p.shape, rank) for d in directions]
                 self.factors[name] = (torch.stack([a for a, _ in ab]).to(dev, dtype),
@@ -67,10 +67,10 @@ class _Population:
 @contextmanager
 def population(policy, directions: Sequence[Direction]) -> Iterator:
     """Serve a low-rank population at once; yields set_members(index per batch row)."""
-    if policy._active is not None:
+    if policy.is_perturbed:
         raise RuntimeError("population() inside perturbed()")
     pop = _Population(policy, directions)
-    names = {id(p): n for n, p in policy._params.items()}
+    names = {id(p): n for n, p in policy.serving_parameters.items()}
     handles = []
     for module in policy.model.modules():
         w = getattr(module, "weight", None)

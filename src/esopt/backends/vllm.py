@@ -27,15 +27,14 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from esopt.backends.base import Completion, Conversation, SamplingParams, render_chat
 from esopt.backends.hf import DTYPES
+from esopt.backends.master import MasterWeightsPolicy
+from esopt.chat import Completion, Conversation, SamplingParams, render_chat
 from esopt.es.noise import (
     DEFAULT_CHUNK_BLOCKS,
     NOISE_BLOCK,
@@ -254,10 +253,10 @@ class ESWorker:
         for name, master in self.es_master.items():
             self._write(name, master)
 
-    def es_apply(self, seeds: list[int], coeffs: list[float], scale: float) -> None:
-        """master += scale * sum_i c_i eps_i (the HF backend's accumulation), then serve it."""
+    def es_add_update(self, seeds: list[int], coeffs: list[float], scale: float) -> None:
+        """master += scale * sum_i c_i eps_i (the HF backend's accumulation); the driver
+        then serves it (es_restore)."""
         add_noise_sum_(self.es_master, seeds, coeffs, scale, regions=self.es_regions)
-        self.es_restore()
 
     def es_master_state(self) -> dict[str, tuple[tuple[slice, ...], torch.Tensor]]:
         """This rank's (region, float32 slice) of every logical tensor."""
@@ -292,14 +291,13 @@ def assemble_master(parts: list[dict[str, tuple[tuple[slice, ...], torch.Tensor]
 
 
 # --------------------------------------------------------------------- driver side
-class VLLMPolicy:
-    """The HF backend's policy protocol on `vllm.LLM`."""
+class VLLMPolicy(MasterWeightsPolicy):
+    """The HF backend's policy protocol on `vllm.LLM`: the master lives in the workers."""
 
     def __init__(self, llm, checkpoint: str, tokenizer):
         self.llm = llm
         self.checkpoint = str(checkpoint)
         self.tokenizer = tokenizer
-        self._active: Direction | None = None
         self.num_parameters = int(llm.collective_rpc("es_init", args=(self.checkpoint,))[0])
         from transformers import AutoConfig
 
@@ -337,24 +335,27 @@ class VLLMPolicy:
         with safe_open(str(Path(self.checkpoint) / WEIGHTS_NAME), framework="pt") as f:
             return list(f.keys())
 
-    @contextmanager
-    def perturbed(self, direction: Direction) -> Iterator[VLLMPolicy]:
-        if direction.subspace is not None or direction.rank is not None:
-            raise NotImplementedError("CoPES and low-rank directions run on the hf backend "
-                                      "(the vLLM workers draw full-rank, full-space noise)")
-        if self._active is not None:
-            raise RuntimeError(f"already perturbed along direction {self._active.index}")
-        self._active = direction
-        try:
-            self.llm.collective_rpc("es_perturb",
-                                    args=(direction.seed, direction.sign, direction.sigma))
-            self._reset_prefix_cache()
-            yield self
-        finally:
-            self.restore()
-            self._active = None
+    def _check_supported(self, what) -> None:
+        if isinstance(what, Direction):
+            special = what.subspace is not None or what.rank is not None
+        else:
+            special = bool(what.subspaces) or what.rank is not None
+        if special:
+            raise NotImplementedError("CoPES and low-rank ES run on the hf backend (the vLLM "
+                                      "workers draw full-rank, full-space noise)")
 
-    def _reset_prefix_cache(self) -> None:
+    def _serve_perturbed(self, direction: Direction) -> None:
+        self.llm.collective_rpc("es_perturb", args=(direction.seed, direction.sign,
+                                                    direction.sigma))
+
+    def _serve_master(self) -> None:
+        self.llm.collective_rpc("es_restore")
+
+    def _add_to_master(self, update: Update) -> None:
+        self.llm.collective_rpc("es_add_update", args=(list(update.seeds), update.coeffs,
+                                                       update.scale))
+
+    def _weights_changed(self) -> None:
         """Drop every cached KV block: they hold the previous weights' keys and values.
         vLLM refuses (and only logs) while blocks are held, e.g. by an aborted request;
         then it is retried with running requests reset, and failing that, raised: serving
@@ -364,43 +365,23 @@ class VLLMPolicy:
         if not self.llm.reset_prefix_cache(reset_running_requests=True):
             raise RuntimeError("vLLM could not reset its prefix cache after a weight change")
 
-    def restore(self) -> None:
-        self.llm.collective_rpc("es_restore")
-        self._reset_prefix_cache()
-
-    def apply(self, update: Update) -> None:
-        if self._active is not None:
-            raise RuntimeError("apply() called while perturbed")
-        if update.is_zero:
-            return
-        if update.subspaces or update.rank is not None:
-            raise NotImplementedError("CoPES and low-rank updates run on the hf backend")
-        self.llm.collective_rpc("es_apply", args=(list(update.seeds), update.coeffs,
-                                                  update.scale))
-        self._reset_prefix_cache()
-
-    def master(self) -> dict[str, torch.Tensor]:
+    def master_weights(self) -> dict[str, torch.Tensor]:
         """The float32 master in logical layout, put together from every rank's slices."""
         return assemble_master(self.llm.collective_rpc("es_master_state"))
 
     def logical_weights(self) -> dict[str, torch.Tensor]:
+        """The served weights in logical layout (NaN outside rank 0's slices; tests)."""
         return self.llm.collective_rpc("es_logical_weights")[0]
 
-    def save(self, path: str | os.PathLike, manifest: dict | None = None) -> dict:
+    def _model_files(self) -> dict:
         from transformers import AutoConfig, GenerationConfig
 
-        from esopt.runtime.checkpoint import write_checkpoint
-
-        if self._active is not None:
-            raise RuntimeError("save() called while perturbed")
         try:
             generation_config = GenerationConfig.from_pretrained(self.checkpoint)
         except OSError:
             generation_config = None
-        return write_checkpoint(path, self.master(),
-                                config=AutoConfig.from_pretrained(self.checkpoint),
-                                tokenizer=self.tokenizer, generation_config=generation_config,
-                                manifest=manifest)
+        return {"config": AutoConfig.from_pretrained(self.checkpoint),
+                "tokenizer": self.tokenizer, "generation_config": generation_config}
 
     # generation -------------------------------------------------------------------------
     def render(self, conversation: Conversation) -> str:

@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from esopt.agent.rollout import run_episodes
-from esopt.backends.base import SamplingParams
 from esopt.baselines.scoring import prefix_shared_forward
+from esopt.chat import SamplingParams
 from esopt.envs.base import make_env
 from esopt.runtime.ledger import ModelShape, forward_flops, rollout_flops
 

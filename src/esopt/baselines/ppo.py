@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from esopt.backends.base import SamplingParams
 from esopt.baselines.grpo import (
     PolicyTrainer,
     TokenBatch,
@@ -29,6 +28,7 @@ from esopt.baselines.grpo import (
     turn_samples,
 )
 from esopt.baselines.scoring import prefix_shared_forward
+from esopt.chat import SamplingParams
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from esopt.backends.base import SamplingParams
+from esopt.chat import SamplingParams
 
 LESSON_PROMPT = (
     "Below is an attempt by an assistant to solve a math problem with a Python tool. The "

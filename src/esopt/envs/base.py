@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 
 
 @dataclass

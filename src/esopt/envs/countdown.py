@@ -11,7 +11,7 @@ import random
 import re
 from fractions import Fraction
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 from esopt.envs.arithmetic import ExpressionError, evaluate
 from esopt.envs.base import Environment, StepResult, register
 

@@ -18,7 +18,7 @@ import functools
 import hashlib
 import re
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 from esopt.data.docs import DocTask, image_name, load_docs
 from esopt.envs.anls import anls, exact_match
 from esopt.envs.base import Environment, StepResult, register

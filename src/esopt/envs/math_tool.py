@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 from esopt.data.math import MathProblem, load_problems
 from esopt.envs.base import Environment, StepResult, register
 from esopt.envs.math_answers import check_answer, extract_answer

@@ -14,7 +14,7 @@ each board's own number of blanks.
 
 from __future__ import annotations
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 from esopt.envs.actions import parse_sudoku_action
 from esopt.envs.base import Environment, StepResult, register
 from esopt.envs.sudoku_board import (

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -176,13 +177,61 @@ class Update:
         return cls(**d)
 
 
+def _members(state: ESState, g: int, antithetic: bool):
+    """(index, seed, sign) of the G members: independent seeds, or mirrored pairs
+    (2j, 2j+1) sharing seed j with signs +1, -1."""
+    if antithetic:
+        return [(i, direction_seed(state.run_seed, state.generation, i // 2),
+                 1 if i % 2 == 0 else -1) for i in range(g)]
+    return [(i, direction_seed(state.run_seed, state.generation, i), 1) for i in range(g)]
+
+
+def full_rank_directions(state: ESState, config: ESConfig) -> tuple[Direction, ...]:
+    """Plain ES: G full-rank Gaussian directions over every parameter (the paper)."""
+    return tuple(Direction(i, seed, sign, state.sigma)
+                 for i, seed, sign in _members(state, config.population_size, config.antithetic))
+
+
+def lowrank_directions(state: ESState, config: ESConfig) -> tuple[Direction, ...]:
+    """Low-rank (EGGROLL) ES: each matrix's noise is A B^T / sqrt(rank)."""
+    return tuple(Direction(i, seed, sign, state.sigma, rank=config.rank)
+                 for i, seed, sign in _members(state, config.population_size, config.antithetic))
+
+
+def copes_directions(state: ESState, config: ESConfig) -> tuple[Direction, ...]:
+    """CoPES: directions k*G/K .. (k+1)*G/K - 1 perturb subspace k of the generation's
+    partition, at sigma * sqrt(K)."""
+    k_total = config.subspaces
+    per = config.population_size // k_total
+    pseed = partition_seed(state.run_seed, state.generation)
+    sigma = state.sigma * math.sqrt(k_total)
+    return tuple(
+        Direction(i, seed, sign, sigma,
+                  subspace=Subspace(pseed, i // per, k_total, config.subspace_chunk))
+        for i, seed, sign in _members(state, config.population_size, False))
+
+
+DirectionSampler = Callable[[ESState, ESConfig], tuple[Direction, ...]]
+
+
+def direction_sampler(config: ESConfig) -> DirectionSampler:
+    """The sampler of a configuration's method: CoPES subspaces, low rank, or full rank."""
+    if config.subspaces is not None:
+        return copes_directions
+    if config.rank is not None:
+        return lowrank_directions
+    return full_rank_directions
+
+
 class ES:
     """OpenAI-ES with the paper's choices: one-sided perturbation, z-score shaping,
-    update alpha/G * sum w_i eps_i, and a sigma schedule."""
+    update alpha/G * sum w_i eps_i, and a sigma schedule. Which directions a generation
+    asks for is the configuration's `direction_sampler`."""
 
     def __init__(self, config: ESConfig):
         self.config = config
         self._shape = get_shaping(config.shaping)
+        self._sample = direction_sampler(config)
 
     def init(self) -> ESState:
         """State of generation 0."""
@@ -195,33 +244,7 @@ class ES:
 
     def ask(self, state: ESState) -> tuple[Direction, ...]:
         """The G directions of this generation."""
-        g = self.config.population_size
-        if self.config.subspaces is not None:
-            return self._ask_copes(state)
-        if self.config.rank is not None:
-            return tuple(Direction(i, direction_seed(state.run_seed, state.generation, i), 1,
-                                   state.sigma, rank=self.config.rank) for i in range(g))
-        if self.config.antithetic:
-            return tuple(
-                Direction(i, direction_seed(state.run_seed, state.generation, i // 2),
-                          1 if i % 2 == 0 else -1, state.sigma)
-                for i in range(g)
-            )
-        return tuple(
-            Direction(i, direction_seed(state.run_seed, state.generation, i), 1, state.sigma)
-            for i in range(g)
-        )
-
-    def _ask_copes(self, state: ESState) -> tuple[Direction, ...]:
-        """CoPES: directions k*G/K .. (k+1)*G/K - 1 perturb subspace k at sigma*sqrt(K)."""
-        k_total = self.config.subspaces
-        per = self.config.population_size // k_total
-        pseed = partition_seed(state.run_seed, state.generation)
-        sigma = state.sigma * math.sqrt(k_total)
-        return tuple(
-            Direction(i, direction_seed(state.run_seed, state.generation, i), 1, sigma,
-                      subspace=Subspace(pseed, i // per, k_total, self.config.subspace_chunk))
-            for i in range(self.config.population_size))
+        return self._sample(state, self.config)
 
     def tell(self, state: ESState, rewards_n) -> tuple[Update, ESState]:
         """Shape the rewards of ask(state) and return the update and the next state."""

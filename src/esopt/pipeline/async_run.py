@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from esopt.agent.trajectories import write_parquet_atomic
+from esopt.backends.factory import load_policy
 from esopt.es.async_es import run_async, step_record
 from esopt.es.noise import NOISE_SPEC
 from esopt.es.strategy import ES
+from esopt.pipeline.objective import episodes_fitness, score_direction
 from esopt.pipeline.spec import RunSpec
-from esopt.pipeline.stages import direction_reward, load_policy, score_direction
-from esopt.runtime.checkpoint import checkpoint_sha256
+from esopt.runtime.atomic import write_json_atomic
 from esopt.runtime.ledger import Ledger, ModelShape, reward_spread, rollout_flops
 from esopt.runtime.memory import peak_memory_mb
 
@@ -36,18 +36,18 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     clock = [time.perf_counter()]  # the end of the last update (first: before loading)
-    policy, load_s = load_policy(spec.model, spec)
+    policy, load_s = load_policy(spec.model, spec.backend, spec.serving_dtype, spec.runtime)
     shape = ModelShape.of_policy(policy)
     es, kept = ES(spec.es), set(spec.kept_generations())
     ledger = Ledger(spec.run_dir, spec.method)
-    parent = {"sha": checkpoint_sha256(spec.model)}
+    parent = {"sha": policy.checkpoint_sha256}
     stats: dict = {}
     records: list[dict] = []
 
     def score(direction, version):
         t0 = time.perf_counter()
         episodes, generate_s = score_direction(policy, spec, version, direction)
-        r = direction_reward(episodes, spec.failed_episode_reward)
+        r = episodes_fitness(episodes, spec.failed_episode_reward)
         s = stats.setdefault(version, {"generate_s": 0.0, "wall_s": 0.0, "flops": 0.0,
                                        "episodes": 0, "rewards": [], "success": [],
                                        "turns": [], "tokens": 0})
@@ -99,7 +99,7 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
                         mean_lag=float(np.mean(record["lags"])))
 
     run_async(es, spec.asynchrony, score, apply)
-    (out / "schedule.json").write_text(json.dumps(records, indent=1) + "\n")
+    write_json_atomic(out / "schedule.json", records, indent=1, sort_keys=False)
     if ledger_path:
-        write_parquet_atomic(ledger.table(), ledger_path, metadata={"config": spec.to_json()})
+        ledger.write(ledger_path, spec.to_json())
     return records

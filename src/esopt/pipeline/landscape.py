@@ -22,14 +22,14 @@ import pyarrow as pa
 
 from esopt.agent.evaluate import task_seeds
 from esopt.agent.rollout import Episode, run_episodes
-from esopt.agent.trajectories import write_parquet_atomic
-from esopt.backends.base import SamplingParams
+from esopt.backends.factory import load_policy
+from esopt.chat import SamplingParams
 from esopt.envs.base import make_env
 from esopt.es.noise import NOISE_SPEC
 from esopt.es.seeds import mix
+from esopt.pipeline.objective import episodes_fitness
 from esopt.pipeline.spec import RunSpec
-from esopt.pipeline.stages import direction_reward, load_policy
-from esopt.runtime.checkpoint import checkpoint_sha256
+from esopt.runtime.atomic import write_parquet_atomic
 from esopt.runtime.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def landscape_table(points, failed_reward: float | None = None) -> pa.Table:
     rows = []
     for x, y, episodes in points:
         rows.append({
-            "x": x, "y": y, "reward": direction_reward(episodes, failed_reward),
+            "x": x, "y": y, "reward": episodes_fitness(episodes, failed_reward),
             "success": float(np.mean([e.success for e in episodes])),
             "turns": float(np.mean([e.num_turns for e in episodes])),
             "completion_tokens": int(sum(e.completion_tokens for e in episodes)),
@@ -107,13 +107,13 @@ def reward_landscape(spec: RunSpec, checkpoint: str, out: str | Path, *, grid: i
     torch.set_num_threads(int(spec.runtime.get("eval_threads", torch.get_num_threads())))
     t0 = time.perf_counter()
     axis = grid_axis(grid, span)
-    policy, load_s = load_policy(checkpoint, spec, backend="hf")
+    policy, load_s = load_policy(checkpoint, "hf", spec.serving_dtype, spec.runtime)
     table = landscape_table(play_grid(policy, spec, axis, tasks), spec.failed_episode_reward)
     settings = {"grid": grid, "span": span, "tasks": tasks, "sigma": spec.es.sigma(0),
                 "axis_seeds": list(axis_seeds(spec)),
                 "task_seeds": landscape_tasks(spec, tasks),
                 "sampling_seed": landscape_sampling(spec).seed, "noise_spec": NOISE_SPEC,
-                "checkpoint": str(checkpoint), "checkpoint_sha256": checkpoint_sha256(checkpoint),
+                "checkpoint": str(checkpoint), "checkpoint_sha256": policy.checkpoint_sha256,
                 "load_s": load_s, "wall_s": time.perf_counter() - t0}
     write_parquet_atomic(table, out, metadata={"config": spec.to_json(),
                                                "landscape": json.dumps(settings)})

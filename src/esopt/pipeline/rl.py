@@ -1,4 +1,4 @@
-"""The Agentic RL baselines as pipeline runs, and the resource ledger of every run.
+"""The Agentic RL baselines as pipeline runs.
 
 An RL run (grpo, grpo_b, ppo) is one job: load the base model, take `rl.steps` optimiser
 steps, and write the kept checkpoints (the same `gen{k:03d}` numbering as ES generations,
@@ -6,10 +6,8 @@ so evaluation, curves and tables treat both alike), the run's trajectories and i
 ledger. A killed RL job restarts from the base model: unlike an ES generation, an RL
 step's state (optimiser moments, the value head) is not in a checkpoint.
 
-The ledger (`ledger.parquet`, one row per step or generation) is what Table 1's memory
-column, Table 2 and Figure 7 read, for ES and RL runs alike; the training-reward figure
-reads its reward spread (reward_std, reward_min, reward_max over an ES generation's
-directions; NaN for an RL step, which has no population).
+Its ledger (`ledger.parquet`, one `LedgerRow` per step; esopt.pipeline.ledgers builds an
+ES run's) is what Table 1's memory column, Table 2 and Figure 7 read.
 """
 
 from __future__ import annotations
@@ -19,15 +17,13 @@ import logging
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from esopt.agent.evaluate import task_seeds
-from esopt.agent.trajectories import episodes_table, write_parquet_atomic
-from esopt.pipeline.spec import ES_METHODS, RL_METHODS, RunSpec
-from esopt.runtime.checkpoint import checkpoint_sha256
-from esopt.runtime.ledger import NO_SPREAD, Ledger, reward_spread
+from esopt.agent.trajectories import episodes_table
+from esopt.pipeline.spec import RL_METHODS, RunSpec
+from esopt.runtime.atomic import write_parquet_atomic
+from esopt.runtime.ledger import NO_SPREAD, Ledger
 from esopt.runtime.memory import peak_memory_mb
 from esopt.runtime.progress import Progress
 
@@ -62,14 +58,14 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
     out_dir/../trajectories.parquet and out_dir/../ledger.parquet."""
     import torch
 
-    from esopt.pipeline.stages import load_policy
+    from esopt.backends.factory import load_policy
 
     torch.set_num_threads(threads)
     torch.manual_seed(spec.seed)  # the PPO value head's initialisation
     out_dir, run_dir = Path(out_dir), Path(spec.run_dir)
     t_run = time.perf_counter()
-    policy, load_s = load_policy(spec.model, spec, backend="hf")
-    parent = checkpoint_sha256(spec.model)
+    policy, load_s = load_policy(spec.model, "hf", spec.serving_dtype, spec.runtime)
+    parent = policy.checkpoint_sha256
     trainer = make_trainer(spec, policy)
     ledger = Ledger(spec.run_dir, spec.method)
     trajectories = []
@@ -109,52 +105,4 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
     meta = {"config": spec.to_json()}
     write_parquet_atomic(pa.concat_tables(trajectories, promote_options="default"),
                          run_dir / TRAJECTORIES, metadata=meta)
-    return write_parquet_atomic(ledger.table(), run_dir / LEDGER, metadata=meta)
-
-
-def generation_wall_s(rewards: dict, update: dict) -> float:
-    """Wall-clock of an ES generation from what its jobs measured: the shards run in
-    parallel, each loading the model once and scoring its directions one after another, so
-    the fan-out takes its slowest shard (load + its directions' seconds); the update job
-    follows. Queue waits and job start-up outside the measured code are not in it."""
-    shard_s: dict = {}
-    for worker, load_s, wall_s in zip(rewards["worker"], rewards["worker_load_s"],
-                                      rewards["wall_s"], strict=True):
-        shard_s[worker] = shard_s.get(worker, float(load_s)) + float(wall_s)
-    return max(shard_s.values(), default=0.0) + float(update["update_wall_s"])
-
-
-def es_ledger(spec: RunSpec, out: str | Path) -> Path:
-    """The ledger of an ES run, from what its generations wrote: per generation, the
-    directions' generation and noise seconds, FLOPs, turns and peak memory, the spread of
-    their rewards (mean, std, min, max over the finite ones), and the update's time and
-    memory."""
-    if spec.method not in ES_METHODS:
-        raise ValueError(f"{spec.run_dir}: not an ES run")
-    run = Path(spec.run_dir)
-    ledger = Ledger(spec.run_dir, spec.method)
-    for g in range(spec.generations):
-        t = pq.read_table(run / f"gen{g:03d}" / "rewards.parquet").to_pydict()
-        update = json.loads((run / f"gen{g + 1:03d}" / "update.json").read_text())
-        generate = float(np.sum(t["generate_s"]))
-        n_episodes = [len(s) for s in t["task_seeds"]]
-        ledger.end_step(
-            g + 1, peak_memory_mb=max(max(t["peak_memory_mb"]), update["peak_memory_mb"]),
-            flops=float(np.sum(t["flops"])),
-            wall_s=generation_wall_s(t, update),
-            load_s=sum(dict(zip(t["worker"], t["worker_load_s"], strict=True)).values())
-            + update["load_s"],
-            generate_s=generate, score_s=0.0,
-            update_s=update["update_wall_s"] - update["load_s"],
-            noise_s=float(np.sum(t["wall_s"])) - generate, save_s=0.0,
-            flops_generate=float(np.sum(t["flops"])), flops_score=0.0, flops_train=0.0,
-            episodes=int(np.sum(n_episodes)),
-            **reward_spread(t["reward"], n_episodes),
-            success=float(np.average(t["success"], weights=n_episodes)),
-            turns=float(np.average(t["turns"], weights=n_episodes)),
-            tokens=int(np.sum(t["completion_tokens"])),
-            # Environment errors: failed episodes, and the directions the update excluded.
-            failed_episodes=int(np.sum(t.get("failed_episodes", [0]))),
-            excluded_directions=len(update.get("excluded", [])))
-    return write_parquet_atomic(ledger.table(), out, metadata={"config": spec.to_json()})
-
+    return ledger.write(run_dir / LEDGER, spec.to_json())

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from esopt.ahd.problems import PROBLEMS
-from esopt.backends.base import SamplingParams
+from esopt.chat import SamplingParams
 from esopt.context.search import SearchConfig
 from esopt.es.async_es import AsyncConfig
 from esopt.es.schedules import SCHEDULE_KINDS

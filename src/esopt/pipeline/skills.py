@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from esopt.backends.factory import load_policy
 from esopt.context.skills import distill_skill
 from esopt.pipeline.spec import RunSpec
-from esopt.pipeline.stages import load_policy
+from esopt.runtime.atomic import write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +54,14 @@ def distill_stage(spec: RunSpec, writer_checkpoint: str, sources: list[str], out
 
     torch.set_num_threads(int(spec.runtime.get("eval_threads", torch.get_num_threads())))
     episodes = episodes_from_parquet(sources)
-    policy, _ = load_policy(writer_checkpoint, spec)
+    policy, _ = load_policy(writer_checkpoint, spec.backend, spec.serving_dtype, spec.runtime)
     skill, raw = distill_skill(policy, episodes)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(skill)
+    write_text_atomic(out, skill)
     record = {"episodes": len(episodes), "failed_used": len(raw), "lessons_raw": raw,
               "skill_chars": len(skill), "writer": writer_checkpoint,
               "config": json.loads(spec.to_json())}
-    out.with_suffix(".json").write_text(json.dumps(record, indent=2))
+    write_json_atomic(out.with_suffix(".json"), record, sort_keys=False)
     log.info("%s: %d episodes, %d lessons asked, SKILL.md %d chars", out, len(episodes),
              len(raw), len(skill))
     return record

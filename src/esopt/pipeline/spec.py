@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 
-from esopt.backends.base import SamplingParams
+from esopt.chat import SamplingParams
 from esopt.es.async_es import AsyncConfig
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ESConfig
@@ -163,6 +163,10 @@ class RunSpec:
         if not d["eval_model"]:
             del d["eval_model"]  # the JSON of every trained and base run stays as it was
         return json.dumps(d, sort_keys=True)
+
+    def config_dict(self) -> dict:
+        """The resolved spec as a JSON object (what every artifact carries)."""
+        return json.loads(self.to_json())
 
     def identity_json(self) -> str:
         """The spec without its runtime settings: what the run computes, and so what the

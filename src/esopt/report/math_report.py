@@ -23,10 +23,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from esopt.agent.metrics import max_at_k  # noqa: E402
+from esopt.pipeline.records import EvalRecord  # noqa: E402
 from esopt.pipeline.spec import RunSpec  # noqa: E402
 from esopt.report.figures import save_figure  # noqa: E402
 from esopt.report.results import ledger, ledger_path  # noqa: E402
@@ -64,7 +64,7 @@ METRICS = {
 def score_matrix(path: str | Path, column: str = "success") -> np.ndarray:
     """(tasks, repeats) scores of one column of an evaluation Parquet, float64; a failed
     episode's missing score counts 0, as its success does."""
-    t = pq.read_table(path, columns=["task_seed", "repeat", column]).to_pydict()
+    t = EvalRecord.read_columns(path, ["task_seed", "repeat", column])
     tasks = sorted(set(t["task_seed"]))
     repeats = sorted(set(t["repeat"]))
     index = {s: i for i, s in enumerate(tasks)}

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
+from esopt.pipeline.records import EvalRecord
 from esopt.pipeline.spec import METHODS, RunSpec
 from esopt.report.results import ledger, ledger_path
 from esopt.report.stats import Interval, mean_ci, paired_by_task
@@ -51,8 +51,8 @@ class MethodResult:
 def _final_episodes(spec: RunSpec) -> tuple[list, list[float]]:
     """(task ids, success) of the final evaluation's episodes; a task id is the task seed
     with the training seed, so seeds pool as more tasks, never as repeats of one."""
-    t = pq.read_table(Path(spec.run_dir) / "final" / "eval.parquet",
-                      columns=["task_seed", "success"]).to_pydict()
+    t = EvalRecord.read_columns(Path(spec.run_dir) / "final" / "eval.parquet",
+                                ["task_seed", "success"])
     return [int(x) for x in t["task_seed"]], [float(x) for x in t["success"]]
 
 

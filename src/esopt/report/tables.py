@@ -41,13 +41,13 @@ def _by_eval_model(specs: list[RunSpec]) -> dict[str, list[RunSpec]]:
 
 def success_stats(specs: list[RunSpec]) -> tuple[float, float, int]:
     """Mean and std (ddof 0) x100 over seeds x evaluation repeats, and the count."""
-    rates = [r for s in specs for r in final_summary(s)["per_repeat"]]
+    rates = [r for s in specs for r in final_summary(s).per_repeat]
     return 100 * float(np.mean(rates)), 100 * float(np.std(rates)), len(rates)
 
 
 def failed_episodes(specs: list[RunSpec]) -> int:
     """Final-evaluation episodes whose environment raised (counted as unsuccessful)."""
-    return sum(int(final_summary(s).get("failed", 0)) for s in specs)
+    return sum(int(final_summary(s).failed) for s in specs)
 
 
 def memory_requirement_gb(spec: RunSpec) -> float:
@@ -116,7 +116,7 @@ def training_cost(spec: RunSpec) -> tuple[float, float, float, int]:
     ledger. Worker-seconds: every phase of every job summed, model loading included (an
     ES run loads the model in each DAG job; an RL run once), so parallel ES shards add up.
     Wall-clock: the run's elapsed time (`wall_s` per step: an RL or async run's process
-    time; an ES generation's slowest shard + its update, see pipeline.rl.generation_wall_s);
+    time; an ES generation's slowest shard + its update, see pipeline.ledgers.generation_wall_s);
     a ledger without `wall_s` (written before it existed) falls back to worker-seconds."""
     rows = ledger(spec)
     worker_s = float(sum(sum(rows[c]) for c in TIME_COLUMNS if c in rows))

@@ -1,0 +1,34 @@
+"""Typed records for tests that craft a generation's files by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from esopt.es.noise import noise_fingerprint
+from esopt.es.strategy import ES
+from esopt.pipeline.records import RewardRow, RewardTable
+
+
+def reward_table(spec, generation: int, fitness, names: list[str],
+                 fingerprints: list[str] | None = None, tasks: int = 2) -> RewardTable:
+    """The reward table of `generation` of `spec` with the given fitness per direction, as
+    reduce writes it: the run's direction seeds and their noise fingerprints over `names`
+    (unless `fingerprints` says otherwise)."""
+    directions = ES(spec.es).ask(ES(spec.es).state_at(generation))
+    fingerprints = fingerprints or [noise_fingerprint(d.seed, names) for d in directions]
+    return RewardTable(tuple(RewardRow(
+        generation=generation, direction=d.index, direction_seed=d.seed, sign=d.sign,
+        sigma=d.sigma, fitness=float(f), failed=f != f, failed_episodes=int(f != f),
+        success=0.0, task_seeds=list(range(tasks)), task_rewards=[float(f)] * tasks,
+        task_failed=[False] * tasks, turns=1.0, prompt_tokens=10, completion_tokens=4,
+        wall_s=1.0, worker="test", worker_load_s=0.0, worker_shard=[d.index],
+        peak_rss_mb=0.0, peak_memory_mb=0.0, generate_s=1.0, flops=0.0,
+        noise_fingerprint=fp)
+        for d, f, fp in zip(directions, fitness, fingerprints, strict=True)))
+
+
+def write_reward_table(spec, path: str | Path, fitness, names: list[str],
+                       fingerprints: list[str] | None = None, generation: int = 0) -> str:
+    """reward_table(...) written where the update stage reads it; returns the path."""
+    reward_table(spec, generation, fitness, names, fingerprints).write(path, spec)
+    return str(path)
