@@ -28,12 +28,15 @@ from esopt.runtime.sandbox import HeuristicFailure, Outcome
 PRELOAD = ("numpy", "math", "random", "itertools", "heapq", "collections", "functools",
            "statistics", "operator", "bisect", "copy", "json", "re", "string",
            "fractions", "decimal", "time", "typing", "dataclasses", "enum", "pathlib")
-# Denied by seccomp (EPERM) once the code may run: no program can be executed, no
-# socket opened, no process traced or its memory read, no namespace, mount, keyring,
-# SysV IPC, FIFO or device node, no io_uring or BPF, no signal sent (the tripwire's
-# frames could be reached from a signal handler), no kernel module or reboot.
+# Denied by seccomp (EPERM) once the code may run: no process started (fork, vfork, and
+# clone without CLONE_THREAD: threads stay allowed, bounded by the address space; a
+# process limit alone does not hold where the jail's user maps to root outside, which
+# the kernel exempts from RLIMIT_NPROC), no program executed, no socket opened, no
+# process traced or its memory read, no namespace, mount, keyring, SysV IPC, FIFO or
+# device node, no io_uring or BPF, no signal sent (the tripwire's frames could be
+# reached from a signal handler), no kernel module or reboot.
 SECCOMP_DENY = (
-    "execve", "execveat", "socket", "socketpair", "ptrace", "process_vm_readv",
+    "fork", "vfork", "execve", "execveat", "socket", "socketpair", "ptrace", "process_vm_readv",
     "process_vm_writev", "process_madvise", "pidfd_getfd", "pidfd_open", "kcmp", "mount",
     "umount2", "pivot_root", "chroot", "unshare", "setns", "fsopen", "fsmount",
     "fsconfig", "move_mount", "open_tree", "keyctl", "add_key", "request_key", "bpf",
@@ -45,6 +48,9 @@ SECCOMP_DENY = (
     "alarm", "setitimer", "timer_create", "personality", "syslog", "vhangup",
     "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
 )
+
+
+CLONE_THREAD = 0x00010000
 
 
 class _BoundedText(io.TextIOBase):
@@ -109,6 +115,14 @@ def _load_seccomp(libraries: dict[str, str | None]) -> bool:
             f.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
         except (ValueError, RuntimeError, OSError):
             pass  # not a syscall on this architecture
+    # clone: threads only. clone3 hides its flags behind a pointer: ENOSYS makes the C
+    # library fall back to clone, whose flags the filter can read.
+    f.add_rule(pyseccomp.ERRNO(errno.EPERM), "clone",
+               pyseccomp.Arg(0, pyseccomp.MASKED_EQ, CLONE_THREAD, 0))
+    try:
+        f.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    except (ValueError, RuntimeError, OSError):
+        pass
     f.load()
     return True
 

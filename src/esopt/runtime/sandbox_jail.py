@@ -224,9 +224,29 @@ class Jail:
     host_tmp: str | None = None  # guard-only: the temporary directory to remove
 
     def kill(self, close_output: bool = True) -> None:
-        """SIGKILL the child's session; in a jail, the pid namespace ends with it."""
+        """SIGKILL the child; in a jail, the pid namespace ends with it, and every
+        descendant with the namespace."""
+        pid = self.proc.pid
+        if self.mode == "isolated" and self.proc.poll() is None:
+            # The jail's pid 1 first, so that bwrap reaps it (killed first, bwrap would
+            # leave it to the host's init as a zombie).
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as f:
+                    inner = [int(p) for p in f.read().split()]
+            except OSError:
+                inner = []
+            for child in inner:
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except OSError:
+                    pass
+            if inner:
+                try:
+                    self.proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    pass
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
