@@ -137,9 +137,11 @@ class _Session:
         self.jail, self.deadline = jail, deadline
         self.reader = sandbox_wire.Reader(jail.rep_fd, cap)
         self.violations: list[str] = []
+        self.shared: dict[int, Any] = {}  # read-only arrays the child already holds
 
     def send(self, message) -> None:
-        sandbox_wire.write_all(self.jail.req_fd, sandbox_wire.trusted_frame(message),
+        sandbox_wire.write_all(self.jail.req_fd,
+                               sandbox_wire.trusted_frame(message, self.shared),
                                self.deadline)
 
     def recv(self, *kinds: str, deadline: float | None = None) -> dict:
@@ -153,12 +155,18 @@ class _Session:
                 raise sandbox_wire.ProtocolError(f"unexpected {frame['t']!r} frame")
             return frame
 
-    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
-        self.send({"op": "call", "name": name, "args": args, "kwargs": kwargs})
+    def call(self, name: str, calls: list) -> list:
+        """Results of name(*args, **kwargs) for each (args, kwargs), in order, in one round
+        trip; the first failure is raised. Read-only arrays travel once per call session
+        (the child hands the code a fresh writable copy each time)."""
+        self.send({"op": "call", "name": name, "calls": calls})
         frame = self.recv("return", "raise")
         if frame["t"] == "raise":
             raise _RemoteFailure(_failure_outcome(frame), str(frame.get("detail", ""))[:2000])
-        return frame.get("v")
+        values = frame.get("v")
+        if not isinstance(values, list) or len(values) != len(calls):
+            raise sandbox_wire.ProtocolError("a return frame with the wrong number of values")
+        return values
 
 
 def _failure_outcome(frame: dict) -> Outcome:
@@ -178,7 +186,15 @@ class RemoteFunction:
         self._session, self.__name__ = session, name
 
     def __call__(self, *args, **kwargs):
-        return self._session.call(self.__name__, args, kwargs)
+        return self._session.call(self.__name__, [(args, kwargs)])[0]
+
+    def map(self, calls: list[tuple[tuple, dict]], chunk: int = 8192) -> list:
+        """Many calls, in order, a round trip per `chunk` of them (a stateful function sees
+        them in this order)."""
+        out: list = []
+        for i in range(0, len(calls), chunk):
+            out += self._session.call(self.__name__, list(calls[i:i + chunk]))
+        return out
 
 
 class RemoteNamespace:

@@ -198,9 +198,25 @@ def decode_frame(body: bytes) -> dict:
     return header
 
 
-def trusted_frame(message: Any) -> bytes:
-    """A trusted -> jail frame."""
-    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+def trusted_frame(message: Any, shared: dict | None = None) -> bytes:
+    """A trusted -> jail frame. With `shared` (id -> array, kept by the caller), read-only
+    numpy arrays go once: later frames name them, and the jail side hands out copies."""
+    import io
+
+    buf = io.BytesIO()
+    fresh: dict[int, Any] = {}
+    pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    if shared is not None:
+        def persistent_id(obj):
+            if type(obj) is np.ndarray and not obj.flags.writeable:
+                key = id(obj)
+                if key not in shared:
+                    shared[key] = fresh[key] = obj  # kept alive: the id stays its own
+                return key
+            return None
+        pickler.persistent_id = persistent_id
+    pickler.dump(message)
+    body = pickle.dumps((fresh, buf.getvalue()), protocol=pickle.HIGHEST_PROTOCOL)
     return struct.pack(">I", len(body)) + body
 
 
@@ -263,8 +279,11 @@ def write_blocking(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def read_trusted_frame(fd: int) -> Any:
-    """Jail side: the next trusted frame (blocking), or None at end of input."""
+def read_trusted_frame(fd: int, shared: dict | None = None) -> Any:
+    """Jail side: the next trusted frame (blocking), or None at end of input. Arrays sent
+    once are kept in `shared`; each mention of one is a fresh writable copy."""
+    import io
+
     head = _read_exactly(fd, 4)
     if head is None:
         return None
@@ -272,7 +291,12 @@ def read_trusted_frame(fd: int) -> Any:
     body = _read_exactly(fd, size)
     if body is None:
         return None
-    return pickle.loads(body)
+    fresh, inner = pickle.loads(body)
+    shared = {} if shared is None else shared
+    shared.update(fresh)
+    unpickler = pickle.Unpickler(io.BytesIO(inner))
+    unpickler.persistent_load = lambda key: shared[key].copy()
+    return unpickler.load()
 
 
 def _read_exactly(fd: int, n: int) -> bytes | None:
