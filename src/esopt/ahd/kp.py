@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from esopt.ahd.common import as_index, call_many, frozen, uniform_split
+from esopt.ahd.common import as_index, call_many, frozen, index_array, uniform_split
 from esopt.runtime.sandbox import InvalidSolution, WrongType
 
 SEED = 3333
@@ -76,11 +76,12 @@ def harness(namespace: dict, payload: dict) -> list[list[int]]:
 
 def packing_values(data: np.ndarray, packings) -> np.ndarray:
     """Parent side: validate each packing (distinct items, within capacity) and sum values."""
-    if len(packings) != len(data):
-        raise InvalidSolution(f"{len(packings)} packings for {len(data)} instances")
+    if not isinstance(packings, list) or len(packings) != len(data):
+        raise InvalidSolution(f"{len(packings) if isinstance(packings, list) else 'no'} "
+                              f"packings for {len(data)} instances")
     totals = np.empty(len(data))
     for i, (items, packed) in enumerate(zip(data, packings, strict=True)):
-        packed = np.asarray(packed, dtype=np.int64)
+        packed = index_array(packed, f"instance {i}")
         if packed.size and (packed.min() < 0 or packed.max() >= len(items)):
             raise InvalidSolution(f"instance {i}: item index out of range")
         if len(set(packed.tolist())) != packed.size:

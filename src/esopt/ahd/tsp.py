@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from esopt.ahd.common import as_index, call_many, frozen, uniform_split
+from esopt.ahd.common import as_index, call_many, frozen, index_array, uniform_split
 from esopt.runtime.sandbox import InvalidSolution, WrongType
 
 SEED = 1234
@@ -67,11 +67,12 @@ def harness(namespace: dict, payload: dict) -> list[list[int]]:
 
 def tour_lengths(coords: np.ndarray, tours) -> np.ndarray:
     """Parent side: validate that each tour is a permutation from 0 and return its length."""
-    if len(tours) != len(coords):
-        raise InvalidSolution(f"{len(tours)} tours for {len(coords)} instances")
+    if not isinstance(tours, list) or len(tours) != len(coords):
+        raise InvalidSolution(f"{len(tours) if isinstance(tours, list) else 'no'} tours for "
+                              f"{len(coords)} instances")
     lengths = np.empty(len(coords))
     for i, (points, tour) in enumerate(zip(coords, tours, strict=True)):
-        tour = np.asarray(tour)
+        tour = index_array(tour, f"instance {i}")
         n = len(points)
         if tour.shape != (n,) or tour[0] != 0 or sorted(tour.tolist()) != list(range(n)):
             raise InvalidSolution(f"instance {i}: not a tour from node 0 over {n} nodes")
