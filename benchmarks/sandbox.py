@@ -41,7 +41,8 @@ def old_sandbox(rev: str, into: Path):
         (pkg / name).write_text(text)
     tsp = subprocess.run(["git", "show", f"{rev}:src/esopt/ahd/tsp.py"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    (pkg / "tsp.py").write_text(tsp.replace("esopt.runtime.sandbox", "esopt_before.runtime.sandbox"))
+    (pkg / "tsp.py").write_text(tsp.replace("esopt.runtime.sandbox",
+                                            "esopt_before.runtime.sandbox"))
     sys.path.insert(0, str(into / "src"))
     import esopt_before.runtime.sandbox as before
 

@@ -15,10 +15,11 @@ weaker (reads anywhere the user may read, no total disk cap, a process that leav
 session survives), and it is chosen only explicitly (`runtime.sandbox: guard-only` or
 ESOPT_SANDBOX=guard-only); `isolated` on a machine that cannot jail refuses to run.
 
-bubblewrap over `unshare` with a mount tree of our own: both start in ~2-4 ms here
-(benchmarks/sandbox.py prints them), and bwrap brings the size-capped tmpfs, the
-read-only remounts, --die-with-parent and --disable-userns without a setup helper of
-our own to keep correct.
+bubblewrap over `unshare` with a mount tree of our own, by measurement: a bare start
+costs ~25 ms against ~12 ms for `unshare` (which then still lacks the mount tree), both
+small beside the ~300 ms of an interpreter importing numpy (benchmarks/sandbox.py prints
+them); and bwrap brings the size-capped tmpfs, the read-only remounts, --die-with-parent
+and --disable-userns without a setup helper of our own to keep correct.
 
 A spare jail is started ahead (one per process and tmpfs size) so that a call finds an
 interpreter that has already imported numpy; each jail serves exactly one call.
