@@ -66,6 +66,7 @@ def leftovers() -> list[str]:
 def world(tmp_path, monkeypatch):
     """The outside: canaries, listeners, a secret in the parent's environment."""
     monkeypatch.setenv("ESOPT_SANDBOX_SPARES", "0")  # no idle child in the process table
+    sandbox_jail.drop_spares()
     secret = secrets.token_hex(16)
     monkeypatch.setenv("ESOPT_CANARY_SECRET", secret)
     outside = tmp_path / "outside"

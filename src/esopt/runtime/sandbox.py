@@ -273,7 +273,8 @@ def run_sandboxed(
         jail.out.close()
         jail.err.close()
     result.violations = session.violations[:20]
-    if result.violations and result.ok:
+    if result.violations and result.outcome in (Outcome.OK, Outcome.CRASH):
+        # Caught, then tampered with or forged: the attempt is what the result says.
         result.outcome, result.value = Outcome.FORBIDDEN, None
         result.detail = result.violations[0]
     result.wall_s = time.perf_counter() - start

@@ -341,6 +341,18 @@ _spares: _Spares | None = None
 _spares_lock = threading.Lock()
 
 
+def drop_spares() -> None:
+    """Kill this process's idle spare children (they are started again on demand)."""
+    with _spares_lock:
+        if _spares is None or _spares.pid != os.getpid():
+            return
+        with _spares.lock:
+            idle, _spares.ready = list(_spares.ready.values()), {}
+            _spares.wanted.clear()
+    for jail in idle:
+        jail.kill()
+
+
 def spare_jail(mode: str, disk_mb: int) -> Jail | None:
     """A ready child from this process's spares (None on the first call of a key)."""
     global _spares
