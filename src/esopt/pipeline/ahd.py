@@ -26,7 +26,7 @@ from esopt.pipeline.schema import ConfigError, parse
 from esopt.pipeline.sections import AHDSection
 from esopt.runtime.atomic import write_json_atomic, write_parquet_atomic
 from esopt.runtime.memory import peak_rss_mb
-from esopt.runtime.sandbox import SandboxLimits
+from esopt.runtime.sandbox import SandboxLimits, sandbox_mode
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +172,7 @@ def run_ahd(run: AHDRun, out_dir: str | Path, threads: int = 1) -> dict:
         "generate_s_per_proposal": sum(c.generate_s for c in result.candidates) / n,
         "evaluate_s_per_proposal": sum(c.evaluate_s for c in result.candidates) / n,
         "peak_rss_mb": peak_rss_mb(),
+        "sandbox": sandbox_mode(),  # isolated or guard-only: how the candidates ran
         "config": json.loads(run.to_json()),
     }
     cand_table = pa.Table.from_pylist([asdict(c) for c in result.candidates]) if (

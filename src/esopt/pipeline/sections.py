@@ -413,6 +413,12 @@ class RuntimeSection:
     slurm: dict = option(factory=dict, help="submitit slurm_* parameters (partition, "
                                             "gpus_per_node, mem_gb, ...)")
     vllm: dict = option(factory=dict, help="extra vllm.LLM arguments when backend is vllm")
+    sandbox: str = option("isolated", "how generated code runs (docs/sandbox.md): isolated "
+                                      "(a bubblewrap jail per call; refused where the "
+                                      "machine cannot jail) or guard-only (resource limits, "
+                                      "seccomp and an audit-hook tripwire, no namespaces: "
+                                      "for nodes without unprivileged user namespaces)",
+                          choices=("isolated", "guard-only"))
 
 
 @dataclass(frozen=True)
