@@ -10,7 +10,8 @@ rule run_index:
 
 
 # One rule per part of esopt.report.registry (docs/extending.md), whether or not the
-# config has it: `all` and report_pdf ask for the parts it has.
+# config has it: `all` and report_pdf ask for the parts it has. The shell command reads
+# the part from params: Snakemake evaluates it when the job runs, after the loop.
 for _part in REPORT_PARTS:
 
     rule:
@@ -23,11 +24,12 @@ for _part in REPORT_PARTS:
         output:
             report_part_output(_part),
         params:
+            part=_part.name,
             context=REPORT_FACTS,
         log:
             f"logs/report/{_part.name}.log",
         shell:
-            f"esopt report part {_part.name} --runs {{input.runs}} --context {{params.context:q}} "
+            "esopt report part {params.part} --runs {input.runs} --context {params.context:q} "
             "--tables results/tables --figures results/figures > {log} 2>&1"
 
 
