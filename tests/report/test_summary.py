@@ -8,6 +8,7 @@ import pytest
 from esopt.pipeline.config import run_specs
 from esopt.report.summary import (
     config_hash,
+    first_page,
     headline,
     method_results,
     summary_rows,
@@ -73,6 +74,16 @@ def test_first_page_rows_and_headline_say_what_the_ci_shows(specs):
     assert "Agentic ESOpt at H*=1 (sudoku): +12.5 points vs base" in text
     assert "better than base" in text and "Vanilla ES at H*=1 (sudoku): +0.0" in text
     assert "inside the noise" in text
+
+
+def test_first_page_says_what_ran_and_carries_the_rows_and_headline(specs):
+    page = first_page(specs)
+    assert page.ran.startswith("6 runs; model resources/models/smollm2-135m-instruct; "
+                               "experiments ['sudoku']; horizons [1]; methods ")
+    assert f"config hash {config_hash(specs)};" in page.ran
+    results = method_results(specs)
+    assert page.table == summary_rows(results) and page.headline == headline(results)
+    assert first_page([]).ran == "no runs"
 
 
 def test_config_hash_ignores_runtime_settings(specs):

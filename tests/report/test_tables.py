@@ -26,10 +26,15 @@ def _write_eval(run_dir, generation, per_repeat, peak, failed=0):
 
 @pytest.fixture()
 def specs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # run dirs are relative, as in the workflow
+    return write_sudoku_runs(tmp_path)
+
+
+def write_sudoku_runs(tmp_path):
+    """Every Table 1 run at H*=1, 2 with seeds 0, 1: evaluations and training ledgers."""
     cfg = base_config()
     cfg["sudoku"]["seeds"] = [0, 1]
     specs = run_specs(cfg)
-    monkeypatch.chdir(tmp_path)  # run dirs are relative, as in the workflow
     rates = {"base": [0.25, 0.25], "vanilla_es": [0.5, 0.25], "esopt": [0.75, 0.5],
              "grpo": [0.5, 0.5], "grpo_b": [0.5, 0.75], "ppo": [0.0, 0.25]}
     for s in specs:

@@ -13,7 +13,7 @@ def test_dry_run_of_all_at_the_default_scale(workdir):
     # 20 and the base model evaluated per experiment; Figure 6 is Sudoku's only
     assert re.search(r"evaluate_directions\s+40\n", out) and "report_pdf" in out
     assert re.search(r"evaluate_checkpoint\s+6\n", out) and "rl_train" not in out
-    assert re.search(r"landscape\s+1\n", out) and re.search(r"figure6\s+1\n", out)
+    assert re.search(r"landscape\s+1\n", out) and re.search(r"report_figure6\s+1\n", out)
 
 
 def test_dry_run_of_every_table1_row_at_the_tiny_scale(workdir):
@@ -23,7 +23,7 @@ def test_dry_run_of_every_table1_row_at_the_tiny_scale(workdir):
     assert re.search(r"rl_train\s+6\n", out)
     assert re.search(r"es_ledger\s+4\n", out)
     # Figure 6: one landscape per H* (esopt, seed 0), one figure job
-    assert re.search(r"landscape\s+2\n", out) and re.search(r"figure6\s+1\n", out)
+    assert re.search(r"landscape\s+2\n", out) and re.search(r"report_figure6\s+1\n", out)
 
 
 def test_dry_run_of_the_smoke_and_paper_scales(workdir):
@@ -55,11 +55,13 @@ def test_dry_run_of_the_docvqa_scale(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "scale=docvqa").stdout
     # ESOpt: 2 generations of directions, reduce, update; GRPO: one training job; base,
     # ESOpt and GRPO each evaluated once (base at generation 0, the others at their last);
-    # Table 3, Figures 8 and 9 in one report job, then the PDF.
+    # Table 3 and Figure 8 in one report job, Figure 9 (the trained runs' ledgers) in
+    # another, then the PDF.
     assert re.search(r"evaluate_directions\s+2\n", out)
     assert re.search(r"reduce_rewards\s+2\n", out) and re.search(r"es_ledger\s+1\n", out)
     assert re.search(r"rl_train\s+1\n", out) and re.search(r"evaluate_checkpoint\s+3\n", out)
-    assert re.search(r"math_report\s+1\n", out) and re.search(r"report_pdf\s+1\n", out)
+    assert re.search(r"report_math\s+1\n", out) and re.search(r"report_figure9\s+1\n", out)
+    assert re.search(r"report_pdf\s+1\n", out)
     assert "skill_rollouts" not in out and "distill_skill" not in out  # no Trace2Skill
     for method, gen in (("base", 0), ("esopt", 2), ("grpo", 2)):
         assert f"results/docvqa/h2/{method}/seed0/eval/gen{gen:03d}.parquet" in out
@@ -78,7 +80,8 @@ def test_dry_run_of_the_math_scale_has_the_grpo_row(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "scale=math").stdout
     assert re.search(r"rl_train\s+1\n", out)
     assert "results/math/h2/grpo/seed0/final/eval.parquet" in out
-    assert re.search(r"math_report\s+1\n", out) and "results/figures/fig9" not in out
+    assert re.search(r"report_math\s+1\n", out) and "results/figures/fig9" not in out
+    assert "report_figure9" not in out
 def test_dry_run_of_the_web_scales(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "scale=web").stdout
     # 3 generations, evaluated after each update and at the base; Trace2Skill's rollouts,
@@ -86,14 +89,14 @@ def test_dry_run_of_the_web_scales(workdir):
     assert re.search(r"evaluate_directions\s+3\n", out)
     assert re.search(r"evaluate_checkpoint\s+4\n", out)
     assert re.search(r"distill_skill\s+2\n", out) and re.search(r"skill_eval\s+2\n", out)
-    assert re.search(r"web_report\s+1\n", out) and "results/figures/fig10.png" in out
-    assert "math_report" not in out and "results/tables/table3.csv" not in out
+    assert re.search(r"report_web\s+1\n", out) and "results/figures/fig10.png" in out
+    assert "report_math" not in out and "results/tables/table3.csv" not in out
     out = snakemake(workdir, "--profile", "slurm", "-n", "all", "--config",
                     "scale=web-paper").stdout
     # Table 19: 3 seeds x 70 generations; evaluations every 10 updates and the base
     assert re.search(r"evaluate_directions\s+210\n", out)
     assert re.search(r"evaluate_checkpoint\s+24\n", out)
-    assert re.search(r"table6\s+1\n", out) and re.search(r"web_report\s+1\n", out)
+    assert re.search(r"report_table6\s+1\n", out) and re.search(r"report_web\s+1\n", out)
 
 
 def test_dry_run_of_the_companions_scale(workdir):
@@ -102,7 +105,7 @@ def test_dry_run_of_the_companions_scale(workdir):
     # one coordinator job; the comparison table and figure in one report job.
     assert re.search(r"evaluate_directions\s+6\n", out)
     assert re.search(r"async_train\s+1\n", out)
-    assert re.search(r"companions_report\s+1\n", out)
+    assert re.search(r"report_companions\s+1\n", out)
     assert "rl_train" not in out
 
 

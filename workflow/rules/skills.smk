@@ -51,21 +51,3 @@ rule skill_eval:
         "--generation {params.gen} "
         "--checkpoint {params.checkpoint} --skill {input.skill} --out {output} > {log} 2>&1"
 
-
-rule math_report:
-    input:
-        runs="results/runs.json",
-        finals=lambda w: [
-            f"{s.run_dir}/final/eval.parquet" for s in TABLE3_SPECS + SKILL_EVAL_MODEL_SPECS
-        ],
-        skills=lambda w: [f"{s.run_dir}/skill/eval.parquet" for s in MATH_SKILL_SPECS],
-        ledgers=lambda w: [f"{s.run_dir}/ledger.parquet" for s in DOCVQA_TRAINED_SPECS],
-    output:
-        [table3_report_output(p) for p in MATH_OUTPUTS],
-    params:
-        experiments=" ".join(TABLE3_EXPERIMENTS),
-    log:
-        "logs/report/math.log",
-    shell:
-        "esopt report math --runs {input.runs} --experiments {params.experiments} "
-        "--out results/tables --figures results/figures > {log} 2>&1"

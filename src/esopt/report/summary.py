@@ -21,6 +21,7 @@ from esopt.pipeline.records import EvalRecord
 from esopt.pipeline.spec import METHODS, RunSpec
 from esopt.report.results import ledger, ledger_path
 from esopt.report.stats import Interval, mean_ci, paired_by_task
+from esopt.report.tables import duration
 
 
 @dataclass(frozen=True)
@@ -175,3 +176,17 @@ def headline(results: list[MethodResult]) -> str:
                      f"({r.experiment}): {100 * d.mean:+.1f} points vs base "
                      f"[{100 * d.lo:+.1f}, {100 * d.hi:+.1f}] over {r.tasks} tasks: {verdict}.")
     return "\n".join(lines)
+
+
+def first_page(specs: list[RunSpec]) -> FirstPage:
+    """What ran and what it shows: the report's first page (also `esopt report summary`)."""
+    if not specs:
+        return FirstPage("no runs", "", ([], []))
+    results = method_results(specs)
+    ran = (f"{len(specs)} runs; model {specs[0].model}; experiments "
+           f"{sorted({s.experiment for s in specs})}; horizons "
+           f"{sorted({s.horizon for s in specs})}; methods "
+           f"{sorted({s.method for s in specs})}; seeds {sorted({s.seed for s in specs})}. "
+           f"Commit {git_commit()}; config hash {config_hash(specs)}; wall time of the DAG "
+           f"{duration(dag_wall_s())}.")
+    return FirstPage(ran, headline(results), summary_rows(results))
