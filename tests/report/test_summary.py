@@ -1,6 +1,5 @@
 """The report's first page from synthetic runs: paired differences, seeds pooled as tasks."""
 
-import json
 
 import pyarrow as pa
 import pytest
@@ -15,13 +14,12 @@ from esopt.report.summary import (
 )
 from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
+from tests.support.records import write_eval_file
 
 
 def _final(run_dir, tasks, success):
-    summary = {"success_mean": sum(success) / len(success), "per_repeat": [0.0],
-               "peak_memory_mb": 1.0}
-    write_parquet_atomic(pa.table({"task_seed": tasks, "success": success}),
-                         run_dir / "final" / "eval.parquet", {"summary": json.dumps(summary)})
+    write_eval_file(run_dir / "final" / "eval.parquet", {"task_seed": tasks, "success": success},
+                    success_mean=sum(success) / len(success), peak_memory_mb=1.0)
 
 
 @pytest.fixture()

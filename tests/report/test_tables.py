@@ -9,19 +9,17 @@ from esopt.pipeline.config import run_specs
 from esopt.report.tables import table1, table2, table7, to_latex, to_markdown
 from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
+from tests.support.records import write_eval_file
 
 RL = ("grpo", "grpo_b", "ppo")
 
 
 def _write_eval(run_dir, generation, per_repeat, peak, failed=0):
-    summary = {"generation": generation, "success_mean": sum(per_repeat) / len(per_repeat),
-               "success_std": 0.0, "per_repeat": per_repeat, "peak_memory_mb": peak,
+    summary = {"generation": generation, "per_repeat": per_repeat, "peak_memory_mb": peak,
                "failed": failed}
-    table = pa.table({"success": [True]})
-    write_parquet_atomic(table, run_dir / "eval" / f"gen{generation:03d}.parquet",
-                         {"summary": json.dumps(summary)})
-    write_parquet_atomic(table, run_dir / "final" / "eval.parquet",
-                         {"summary": json.dumps(summary)})
+    for path in (run_dir / "eval" / f"gen{generation:03d}.parquet",
+                 run_dir / "final" / "eval.parquet"):
+        write_eval_file(path, {"success": [True]}, **summary)
 
 
 @pytest.fixture()
@@ -140,7 +138,8 @@ def test_table1_memory_requirement_counts_weights_and_optimiser_state(specs, dty
 
     model = Path(specs[0].model)
     model.mkdir(parents=True)
-    (model / "manifest.json").write_text(json.dumps({"num_parameters": 2**30}))
+    manifest = {"num_parameters": 2**30, "sha256": "0" * 64}
+    (model / "manifest.json").write_text(json.dumps(manifest))
     _, rows = table1([replace(s, serving_dtype=dtype) for s in specs])
     by = {r[0]: r for r in rows}
     assert by["Base model"][2] == by["+ Agentic ESOpt"][2] == f"{es_gb:.2f}GB"
@@ -165,7 +164,8 @@ def test_eval_only_models_get_rows_of_their_own_first(tmp_path, monkeypatch):
                                  tmp_path / s.run_dir / "ledger.parquet")
     big = next(s for s in specs if s.eval_model)
     Path(big.model).mkdir(parents=True)
-    (Path(big.model) / "manifest.json").write_text(json.dumps({"num_parameters": 2**30}))
+    manifest = {"num_parameters": 2**30, "sha256": "0" * 64}
+    (Path(big.model) / "manifest.json").write_text(json.dumps(manifest))
     _, rows = table1(specs)
     assert [r[0] for r in rows] == ["Qwen/Qwen3.5-27B (evaluation only)", "Base model",
                                     "+ Agentic ESOpt"]

@@ -32,3 +32,21 @@ def write_reward_table(spec, path: str | Path, fitness, names: list[str],
     """reward_table(...) written where the update stage reads it; returns the path."""
     reward_table(spec, generation, fitness, names, fingerprints).write(path, spec)
     return str(path)
+
+
+def write_eval_file(path: str | Path, episodes, **summary) -> Path:
+    """An evaluation file of `episodes` (a pyarrow table, or columns as a dict) whose summary
+    has the given fields and neutral values for the others (accounting the report does not
+    read in these tests)."""
+    import pyarrow as pa
+
+    from esopt.pipeline.records import EvalRecord, EvalSummary
+
+    table = episodes if isinstance(episodes, pa.Table) else pa.table(episodes)
+    per_repeat = summary.get("per_repeat", [0.0])
+    fields = {"experiment": "sudoku", "horizon": 1, "method": "base", "seed": 0,
+              "generation": 0, "success_mean": sum(per_repeat) / len(per_repeat),
+              "success_std": 0.0, "failed": 0, "reward_mean": 0.0, "per_repeat": per_repeat,
+              "peak_rss_mb": 0.0, "peak_memory_mb": 0.0, "wall_s": 0.0, "load_s": 0.0,
+              "checkpoint_sha256": None, **summary}
+    return EvalRecord(EvalSummary(**fields), table).write(path)

@@ -46,8 +46,11 @@ def identity_hash(identity_json: str) -> str:
 
 
 def _metadata(kind: str, version: int, spec) -> dict[str, str]:
-    return {RECORD_KEY: f"{kind}/{version}", CONFIG_KEY: spec.to_json(),
-            IDENTITY_KEY: identity_hash(spec.identity_json())}
+    """A record's metadata; without a spec (a file made outside a run), no config or identity."""
+    meta = {RECORD_KEY: f"{kind}/{version}"}
+    if spec is not None:
+        meta.update({CONFIG_KEY: spec.to_json(), IDENTITY_KEY: identity_hash(spec.identity_json())})
+    return meta
 
 
 def read_parquet_record(path: str | Path, kind: str, versions: Sequence[int] = (),
@@ -381,7 +384,7 @@ class EvalRecord:
             table = table.append_column(k, pa.array([getattr(self.summary, k)] * table.num_rows))
         return table
 
-    def write(self, path: str | Path, spec) -> Path:
+    def write(self, path: str | Path, spec=None) -> Path:
         meta = _metadata(self.KIND, self.VERSION, spec)
         meta["summary"] = json.dumps(asdict(self.summary))
         return write_parquet_atomic(self.to_table(), path, meta)
