@@ -266,6 +266,12 @@ def test_config_commands_print_the_schema_and_check_files(capsys, tmp_path):
      "sudoku.es.population_size: expected an integer, got 'eight'"),
     ("sudoku: {es: {alpha: 1e-3}}", "sudoku.es.alpha: expected a number, got the string '1e-3'"),
     ("sudoku: {es: {antithetic: 1}}", "sudoku.es.antithetic: expected true or false, got 1"),
+    # Issue 35: a repeated seed ran (and reported) the same run twice; no seed ran nothing.
+    ("sudoku: {seeds: [0, 1, 0]}", "sudoku.seeds[2]: 0 is listed twice"),
+    ("sudoku: {seeds: []}", "sudoku.seeds: at least one entry is needed, got []"),
+    ("countdown: {seeds: [3, 3]}", "countdown.seeds[1]: 3 is listed twice"),
+    ("ahd: {seeds: [1, 1]}", "ahd.seeds[1]: 1 is listed twice"),
+    ("ahd: {seeds: []}", "ahd.seeds: at least one entry is needed"),
 ])
 def test_bad_config_files_name_the_key(override, key):
     from esopt.pipeline.config import check_config
@@ -276,6 +282,19 @@ def test_bad_config_files_name_the_key(override, key):
         cfg = merged(cfg, yaml.safe_load(scale_file(REPO, cfg["scale"]).read_text()), user)
         check_config(cfg)
     assert key in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("seeds", [[0, 0], []])
+def test_the_schema_refuses_repeated_or_no_seeds_too(seeds):
+    # Snakemake validates the merged config against the schema as well as parsing it.
+    import jsonschema
+
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.validate({"sudoku": {"seeds": [0, 1]}, "ahd": {"seeds": [2]}})
+    for section in ("sudoku", "math", "ahd"):
+        with pytest.raises(jsonschema.ValidationError):
+            validator.validate({section: {"seeds": seeds}})
 
 
 def test_eval_models_are_evaluated_as_base_with_runs_of_their_own():
