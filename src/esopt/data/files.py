@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 
@@ -66,3 +67,29 @@ def read_json(path: str | os.PathLike) -> Any:
                                ) from None
     except RecursionError:
         raise DataFileError(f"{path}: JSON nested too deeply to read") from None
+
+
+def read_json_records(path: str | os.PathLike) -> list[tuple[int, Any]]:
+    """(line, record) of a JSON file holding one record or a list of them, each with the
+    line where it starts, so that a loader refusing a record can name its line; a file
+    that is not JSON raises DataFileError naming the file and the line."""
+    document = read_json(path)
+    if not isinstance(document, list):
+        return [(1, document)]
+    # The document is valid JSON: scan its list again for where each element starts.
+    text = Path(path).read_bytes().decode("utf-8-sig")
+    decoder, out = json.JSONDecoder(), []
+    pos, line, counted = text.index("[") + 1, 1, 0
+    for _ in document:
+        pos = _skip_space(text, pos)
+        line, counted = line + text.count("\n", counted, pos), pos
+        value, pos = decoder.raw_decode(text, pos)
+        out.append((line, value))
+        pos = _skip_space(text, pos) + 1  # past the ',' (or the closing ']')
+    return out
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while text[pos] in " \t\r\n":
+        pos += 1
+    return pos
