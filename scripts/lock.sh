@@ -7,9 +7,9 @@
 #                                   (--upgrade-package NAME moves one)
 # The locks target CPython 3.11 on x86_64 Linux with glibc >= 2.28 (override with
 # ESOPT_LOCK_PYTHON / ESOPT_LOCK_PLATFORM, uv's --python-version / --python-platform).
-# torch's CPU build is not on PyPI: uv finds torch-2.13.0+cpu in ESOPT_TORCH_WHEELS
+# torch's CPU build is not on PyPI: uv finds the one envs/cpu.in names in ESOPT_TORCH_WHEELS
 # (default /opt/wheels, where these machines keep it). uv itself is pinned and lives in
-# .venv-lock/. Needs PyPI; takes about a minute.
+# .venv-lock/. Needs PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UV_VERSION=0.13.8
@@ -20,8 +20,9 @@ if ! { [ -x "$UV" ] && "$UV" --version | grep -qx "uv $UV_VERSION.*"; }; then
   .venv-lock/bin/python -m pip --disable-pip-version-check -q install "uv==$UV_VERSION"
 fi
 TORCH_WHEELS=${ESOPT_TORCH_WHEELS:-/opt/wheels}
-if ! ls "$TORCH_WHEELS"/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
-  echo "lock.sh: no torch-2.13.0+cpu wheel in $TORCH_WHEELS; download it there (see" \
+TORCH_CPU=$(sed -n 's/^torch==\([^ ]*\).*/\1/p' envs/cpu.in)  # e.g. 2.13.0+cpu
+if ! ls "$TORCH_WHEELS/torch-$TORCH_CPU-"*.whl >/dev/null 2>&1; then
+  echo "lock.sh: no torch-$TORCH_CPU wheel in $TORCH_WHEELS; download it there (see" \
        "docs/environments.md) or set ESOPT_TORCH_WHEELS" >&2
   exit 1
 fi
