@@ -7,10 +7,11 @@ dataset id (`BytedTsinghua-SIA/DAPO-Math-17k`, `MathArena/aime_2026`), which nee
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+
+from esopt.data.files import DataFileError, read_jsonl
 
 # Where each known dataset id keeps its question and answer.
 HUB_FIELDS = {
@@ -38,25 +39,44 @@ def _question_of(value) -> str:
     return str(value)
 
 
+def _problem(record, default_id: str, question_key: str, answer_key: str) -> MathProblem:
+    """One record as a MathProblem, or ValueError saying what is wrong with it."""
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+    if question_key not in record or answer_key not in record:
+        raise ValueError(f"needs {question_key!r} and {answer_key!r}, has {sorted(record)}")
+    try:
+        question = _question_of(record[question_key])
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise ValueError(f"{question_key!r} is neither text nor a chat list with a user "
+                         "message") from None
+    return MathProblem(str(record.get("id", default_id)), question,
+                       _answer_of(record[answer_key]))
+
+
 def from_records(records, question_key: str = "question", answer_key: str = "answer",
                  source: str = "") -> list[MathProblem]:
     """MathProblems from dict records; each needs a question and an answer."""
     out = []
     for i, r in enumerate(records):
-        if question_key not in r or answer_key not in r:
-            raise ValueError(f"{source} record {i}: needs {question_key!r} and {answer_key!r}, "
-                             f"has {sorted(r)}")
-        out.append(MathProblem(str(r.get("id", f"{source}:{i}")), _question_of(r[question_key]),
-                               _answer_of(r[answer_key])))
+        try:
+            out.append(_problem(r, f"{source}:{i}", question_key, answer_key))
+        except ValueError as e:
+            raise ValueError(f"{source} record {i}: {e}") from None
     return out
 
 
 def load_jsonl(path: str | Path) -> list[MathProblem]:
-    """One JSON object per line with `question` and `answer` (and optionally `id`)."""
+    """One JSON object per line with `question` and `answer` (and optionally `id`); a bad
+    line raises DataFileError naming the file and the line."""
     path = Path(path)
-    with open(path) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    return from_records(records, source=path.name)
+    out = []
+    for i, (lineno, record) in enumerate(read_jsonl(path)):
+        try:
+            out.append(_problem(record, f"{path.name}:{i}", "question", "answer"))
+        except ValueError as e:
+            raise DataFileError.at(path, lineno, e) from None
+    return out
 
 
 def load_hub(dataset_id: str, split: str = "train", limit: int | None = None,

@@ -118,12 +118,12 @@ class SudokuEnv(Environment):
         return msgs
 
     def _check_file(self, path: str, blanks: int | None, size: int) -> None:
-        for lineno, p in enumerate(self.puzzles, 1):
+        for p in self.puzzles:
             if len(p.puzzle) != size:
-                raise ValueError(f"{path}: {len(p.puzzle)}x{len(p.puzzle)} boards, but size "
-                                 f"is {size}")
+                raise ValueError(f"{path}, line {p.line}: {len(p.puzzle)}x{len(p.puzzle)} "
+                                 f"boards, but size is {size}")
             if blanks is not None and p.blanks != blanks:
-                raise ValueError(f"{path}, puzzle {lineno}: {p.blanks} blanks, but blanks "
+                raise ValueError(f"{path}, line {p.line}: {p.blanks} blanks, but blanks "
                                  f"(H*) is {blanks}")
 
     @property

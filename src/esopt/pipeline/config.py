@@ -7,6 +7,7 @@ job starts, with the offending key in the message.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from esopt.envs.base import make_env
@@ -22,6 +23,7 @@ from esopt.pipeline.spec import (
     model_slug,
     sigma_schedule,
 )
+from esopt.runtime.checkpoint import MANIFEST_NAME
 
 __all__ = ["ConfigError", "ahd_run_list", "check_config", "landscape_runs", "model_dir",
            "parse_config", "run_specs", "scale_file"]
@@ -30,16 +32,38 @@ TINY_RANDOM = "tiny-random"  # a random small Llama with SmolLM2's tokenizer (sm
 
 
 def model_dir(name: str) -> str:
-    """Where the base model's checkpoint lives: embedded names and Hub ids are built by
-    rules under resources/models; a local directory is used in place."""
+    """Where the base model's checkpoint lives: known names and Hub ids (owner/name) are
+    built by rules under resources/models; an existing path must be a checkpoint directory
+    (one holding a model manifest) and is used in place."""
     if name in EMBEDDED_MODELS or name == TINY_RANDOM:
         return f"resources/models/{name}"
     if Path(name).exists():
+        _check_checkpoint_dir(name)
         return name
     if name.count("/") == 1 and not name.startswith((".", "/")):
         return "resources/models/hub/" + name.replace("/", "--")
-    raise ConfigError(f"model: {name!r} is neither an embedded model "
-                      f"({sorted(EMBEDDED_MODELS) + [TINY_RANDOM]}), a directory, nor a Hub id")
+    raise ConfigError(f"model: {name!r} is neither a known model "
+                      f"({sorted(EMBEDDED_MODELS) + [TINY_RANDOM]}), a checkpoint directory, "
+                      "nor a Hub id (owner/name)")
+
+
+def _check_checkpoint_dir(name: str) -> None:
+    """A ConfigError unless `name` is a directory whose manifest is a JSON object with the
+    weights' sha256 (what write_checkpoint writes: `esopt model fetch|tiny`, ES updates)."""
+    manifest = Path(name) / MANIFEST_NAME
+    if not Path(name).is_dir():
+        raise ConfigError(f"model: {name!r} is a file, not a checkpoint directory")
+    if not manifest.is_file():
+        raise ConfigError(f"model: {name!r} has no {MANIFEST_NAME}: not a model checkpoint "
+                          "directory (a Hugging Face model directory becomes one with "
+                          "`esopt model fetch-hub DIR --out OUT`)")
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
+        raise ConfigError(f"model: {manifest} cannot be read: {e}") from None
+    if not isinstance(data, dict) or "sha256" not in data:
+        raise ConfigError(f"model: {manifest} is not a model manifest (no 'sha256' of the "
+                          "weights)")
 
 
 def parse_config(config: dict) -> Config:

@@ -240,7 +240,8 @@ class ExperimentSection:
                                 help="methods to run; base is evaluation only; grpo, grpo_b "
                                      "and ppo are the Agentic RL baselines; copes, async_es "
                                      "and lowrank_es the companion ES methods")
-    seeds: list[int] = option(factory=lambda: [0], item_minimum=0, help="training seeds")
+    seeds: list[int] = option(factory=lambda: [0], item_minimum=0, min_items=1,
+                              unique_items=True, help="training seeds (distinct)")
     es: ESSection = option(factory=ESSection, help="ES hyper-parameters")
     sigma: MethodSigmas = option(factory=MethodSigmas, help="sigma schedule per ES method")
     sigma_by_horizon: dict[int, MethodSigmaOverrides] = option(
@@ -362,8 +363,9 @@ class AHDSection:
     methods: list[str] = option(factory=lambda: ["sample", "esopt_sample"],
                                 item_choices=AHD_METHODS,
                                 help="outer loops, each paired with its ESOpt counterpart")
-    seeds: list[int] = option(factory=lambda: [0], item_minimum=0,
-                              help="independent runs per (problem, method)")
+    seeds: list[int] = option(factory=lambda: [0], item_minimum=0, min_items=1,
+                              unique_items=True,
+                              help="independent runs per (problem, method); distinct")
     budget: int = option(SearchConfig.budget, "T: proposals evaluated per run, failures "
                                               "included", minimum=1)
     batch_size: int = option(SearchConfig.batch_size, "Sample: proposals per batch = ES "
