@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (once) and install esopt's locked environment into it, then esopt itself
 # (editable) on top. The locks under envs/ pin every package with its sha256
-# (docs/environments.md; regenerate with `bash scripts/lock.sh`):
+# (docs/install.md; regenerate with `bash scripts/lock.sh`):
 #   envs/cpu.txt   the default: the extras dev, workflow, docvqa, math and web, and torch's
 #                  CPU build (torch 2.13.0+cpu lies on disk on these machines; elsewhere set
 #                  ESOPT_TORCH_INDEX to PyTorch's CPU wheel index), because a plain `torch`

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the locked environments under envs/ (docs/environments.md): exact versions and
+# Regenerate the locked environments under envs/ (docs/install.md): exact versions and
 # sha256 hashes of every package, resolved by uv from pyproject.toml and envs/*.in.
 #   bash scripts/lock.sh            keep every pinned version that still fits; re-resolve
 #                                   only what pyproject.toml or envs/*.in changed
@@ -23,7 +23,7 @@ TORCH_WHEELS=${ESOPT_TORCH_WHEELS:-/opt/wheels}
 TORCH_CPU=$(sed -n 's/^torch==\([^ ]*\).*/\1/p' envs/cpu.in)  # e.g. 2.13.0+cpu
 if ! ls "$TORCH_WHEELS/torch-$TORCH_CPU-"*.whl >/dev/null 2>&1; then
   echo "lock.sh: no torch-$TORCH_CPU wheel in $TORCH_WHEELS; download it there (see" \
-       "docs/environments.md) or set ESOPT_TORCH_WHEELS" >&2
+       "docs/install.md) or set ESOPT_TORCH_WHEELS" >&2
   exit 1
 fi
 # The extras of the core environment: what scripts/install.sh installed before the locks.

@@ -1,4 +1,4 @@
-"""The locked environments under envs/ (docs/environments.md): every package pinned with its
+"""The locked environments under envs/ (docs/install.md): every package pinned with its
 hashes, the locks current with pyproject.toml, the CPU torch build where there is no GPU,
 and the families consistent with each other. `bash scripts/lock.sh` regenerates them."""
 
