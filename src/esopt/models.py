@@ -89,7 +89,7 @@ EMBEDDED_MODELS = {
             size=491_400_064),
         gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         num_parameters=630_167_424,
-        # The GGUF has no general.license; the upstream model card says Apache-2.0.
+        # The GGUF states no general.license; Apache-2.0 is the upstream model's licence.
         license="apache-2.0",
     ),
 }
