@@ -12,7 +12,8 @@ import sys
 def _model_fetch(args) -> None:
     from esopt.models import describe, fetch_model
 
-    out = fetch_model(args.name, args.out or _default(args.name), force=args.force)
+    out = fetch_model(args.name, args.out or _default(args.name), force=args.force,
+                      gguf=args.keep_gguf)
     print(describe(out))
 
 
@@ -25,8 +26,10 @@ def _model_fetch_hub(args) -> None:
 def _model_tiny(args) -> None:
     from esopt.models import describe, make_tiny_model
 
-    out = make_tiny_model(args.out, args.tokenizer_from, hidden_size=args.hidden_size,
-                          num_layers=args.num_layers, seed=args.seed)
+    out = make_tiny_model(args.out, args.tokenizer_from, arch=args.arch,
+                          hidden_size=args.hidden_size, num_layers=args.num_layers,
+                          num_heads=args.num_heads, num_kv_heads=args.num_kv_heads,
+                          seed=args.seed)
     print(describe(out))
 
 
@@ -234,9 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
     model = sub.add_parser("model", help="base models").add_subparsers(dest="action",
                                                                         required=True)
     fetch = model.add_parser("fetch", help="download + convert an embedded model")
-    fetch.add_argument("name", help="e.g. smollm2-135m-instruct")
+    fetch.add_argument("name", help="smollm2-135m-instruct or qwen2.5-coder-0.5b-instruct")
     fetch.add_argument("--out", help="checkpoint directory (default resources/models/NAME)")
     fetch.add_argument("--force", action="store_true", help="redo even if verified")
+    fetch.add_argument("--keep-gguf", metavar="PATH",
+                       help="keep the verified GGUF here (reused when it verifies)")
     fetch.set_defaults(func=_model_fetch)
 
     hub = model.add_parser("fetch-hub", help="download a Hugging Face Hub model (network)")
@@ -244,10 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
     hub.add_argument("--out", required=True)
     hub.set_defaults(func=_model_fetch_hub)
 
-    tiny = model.add_parser("tiny", help="write a randomly initialised small Llama")
+    tiny = model.add_parser("tiny", help="write a randomly initialised small Llama or Qwen2")
     tiny.add_argument("--out", required=True)
     tiny.add_argument("--tokenizer-from", required=True, help="a model directory")
-    tiny.add_argument("--hidden-size", type=int, default=64)
+    tiny.add_argument("--arch", choices=("llama", "qwen2"), default="llama",
+                      help="llama (SmolLM2's family) or qwen2 (q/k/v biases, untied head)")
+    tiny.add_argument("--hidden-size", type=int, help="default 64")
+    tiny.add_argument("--num-heads", type=int, help="default 4 (llama), 2 (qwen2)")
+    tiny.add_argument("--num-kv-heads", type=int, help="default 2 (llama), 1 (qwen2)")
     tiny.add_argument("--num-layers", type=int, default=2)
     tiny.add_argument("--seed", type=int, default=0)
     tiny.set_defaults(func=_model_tiny)

@@ -91,11 +91,11 @@ def test_sampled_rows_of_a_batch_equal_each_row_alone(tiny_policy):
 # ----------------------------------------------------------------- tiny random model
 @pytest.mark.parametrize("env,sampling", [(countdown, GREEDY), (sudoku, SAMPLED)],
                          ids=["greedy", "sampled"])
-def test_population_batch_equals_one_direction_at_a_time(tiny_policy, env, sampling):
+def test_population_batch_equals_one_direction_at_a_time(tiny_arch_policy, env, sampling):
     directions = [Direction(i, 700 + i, 1 if i % 2 == 0 else -1, 3e-2) for i in range(3)]
     seeds = task_seeds("pop", 5)
-    seq = sequential(tiny_policy, directions, env, seeds, sampling)
-    pop = run_population_episodes(tiny_policy, directions, env, seeds, sampling)
+    seq = sequential(tiny_arch_policy, directions, env, seeds, sampling)
+    pop = run_population_episodes(tiny_arch_policy, directions, env, seeds, sampling)
     assert [signature(e) for e in pop] == [signature(e) for e in seq]
     # Not vacuous: the directions write text, differ from each other, and (Sudoku) the
     # episodes go on for several turns.
@@ -107,25 +107,25 @@ def test_population_batch_equals_one_direction_at_a_time(tiny_policy, env, sampl
 
 @pytest.mark.parametrize("env,sampling", [(countdown, GREEDY), (sudoku, SAMPLED)],
                          ids=["greedy", "sampled"])
-def test_lowrank_population_equals_one_direction_at_a_time(tiny_policy, env, sampling):
+def test_lowrank_population_equals_one_direction_at_a_time(tiny_arch_policy, env, sampling):
     """Low-rank (EGGROLL) members in one forward: (x B) A^T rounds differently from
     x (A B^T), so episodes may differ where a logit tie flips; here none of 20 does."""
     directions = [Direction(i, 800 + i, 1, 3e-2, rank=2) for i in range(4)]
     seeds = task_seeds("lowrank-pop", 5)
-    seq = sequential(tiny_policy, directions, env, seeds, sampling)
+    seq = sequential(tiny_arch_policy, directions, env, seeds, sampling)
     calls = []
-    original = tiny_policy.perturbed
-    tiny_policy.perturbed = lambda d: calls.append(d) or original(d)
+    original = tiny_arch_policy.perturbed
+    tiny_arch_policy.perturbed = lambda d: calls.append(d) or original(d)
     try:
-        pop = run_population_episodes(tiny_policy, directions, env, seeds, sampling)
+        pop = run_population_episodes(tiny_arch_policy, directions, env, seeds, sampling)
     finally:
-        del tiny_policy.perturbed
+        del tiny_arch_policy.perturbed
     assert not calls  # no weight was rewritten: the members ride on hooks
     pairs = [(a, b) for da, db in zip(seq, pop, strict=True)
              for a, b in zip(signature(da), signature(db), strict=True)]
     assert len(pairs) == 20 and sum(a == b for a, b in pairs) >= 19
     assert len({tuple(signature(e)) for e in pop}) >= 2  # the members differ
-    assert tiny_policy.prefix_cache  # the population left the policy's own cache on
+    assert tiny_arch_policy.prefix_cache  # the population left the policy's own cache on
 
 
 def test_mixed_or_copes_populations_are_refused(tiny_policy):

@@ -39,20 +39,20 @@ def _rewards(spec, path: Path, rewards, fingerprints=None) -> str:
     return write_reward_table(spec, path, rewards, list(read_master(spec.model)), fingerprints)
 
 
-def test_file_update_equals_the_backend_update(tiny_dir, tmp_path, monkeypatch):
+def test_file_update_equals_the_backend_update(tiny_arch_dir, tmp_path, monkeypatch):
     import esopt.pipeline.stages as stages
 
-    spec = _spec(tiny_dir)
+    spec = _spec(tiny_arch_dir)
     rewards = _rewards(spec, tmp_path / "rewards.parquet", [0.0, 1.0, 0.5, 0.25])
-    plain = without_manifest(tiny_dir, tmp_path / "plain")
+    plain = without_manifest(tiny_arch_dir, tmp_path / "plain")
     by_backend = update_checkpoint(spec, 0, str(plain), rewards, str(tmp_path / "hf"))
 
     def no_model(*a, **k):
         raise AssertionError("the update of an esopt checkpoint must not load a model")
 
     monkeypatch.setattr(stages, "load_policy", no_model)
-    by_file = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(tmp_path / "file"))
-    assert by_file.sha256 == by_backend.sha256 != verify_checkpoint(tiny_dir)["sha256"]
+    by_file = update_checkpoint(spec, 0, str(tiny_arch_dir), rewards, str(tmp_path / "file"))
+    assert by_file.sha256 == by_backend.sha256 != verify_checkpoint(tiny_arch_dir)["sha256"]
     verify_checkpoint(tmp_path / "file")
     for key in ("seeds", "signs", "weights", "scale", "parent_sha256", "generation"):
         assert getattr(by_file, key) == getattr(by_backend, key), key
@@ -60,8 +60,8 @@ def test_file_update_equals_the_backend_update(tiny_dir, tmp_path, monkeypatch):
     names = {p.name for p in (tmp_path / "file").iterdir()}
     assert {"config.json", "tokenizer.json", WEIGHTS_NAME, MANIFEST_NAME} <= names
     cfg = json.loads((tmp_path / "file" / "config.json").read_text())
-    assert cfg == json.loads((tiny_dir / "config.json").read_text())
-    parent, child = read_master(tiny_dir), read_master(tmp_path / "file")
+    assert cfg == json.loads((tiny_arch_dir / "config.json").read_text())
+    parent, child = read_master(tiny_arch_dir), read_master(tmp_path / "file")
     assert all(not torch.equal(parent[n], child[n]) for n in parent)  # every tensor moved
 
 

@@ -132,8 +132,9 @@ def _even_shard(n: int, rank: int, size: int) -> slice:
 
 def logical_slots(shapes: dict[str, tuple[int, ...]], config, rank: int = 0, size: int = 1
                   ) -> dict[str, Slot]:
-    """Map each logical (HF) Llama-family tensor to its slice of a vLLM parameter on this
-    tensor-parallel rank. `shapes`: logical name -> shape."""
+    """Map each logical (HF) Llama/Qwen2-family tensor to its slice of a vLLM parameter on
+    this tensor-parallel rank. `shapes`: logical name -> shape. q/k/v biases (Qwen2) go
+    to the same rows of the fused qkv_proj.bias as their weights in qkv_proj.weight."""
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     q_rows = config.num_attention_heads * head_dim
     kv_heads = config.num_key_value_heads
@@ -143,7 +144,7 @@ def logical_slots(shapes: dict[str, tuple[int, ...]], config, rank: int = 0, siz
         all_ = tuple(slice(None) for _ in shape)
         if ".self_attn." in name and name.split(".")[-2] in ("q_proj", "k_proj", "v_proj"):
             proj = name.split(".")[-2]
-            fused = name.replace(f"{proj}.weight", "qkv_proj.weight")
+            fused = name.replace(f".{proj}.", ".qkv_proj.")  # .weight or .bias
             q_local = q_rows // size
             # KV heads are sharded when there are enough, else replicated per group.
             if kv_heads >= size:
@@ -158,7 +159,8 @@ def logical_slots(shapes: dict[str, tuple[int, ...]], config, rank: int = 0, siz
                 dst, src = slice(q_local, q_local + kv_local), kv_src
             else:
                 dst, src = slice(q_local + kv_local, q_local + 2 * kv_local), kv_src
-            slots[name] = Slot(fused, (dst, slice(None)), (src, slice(None)))
+            cols = (slice(None),) * (len(shape) - 1)  # a weight's columns; none for a bias
+            slots[name] = Slot(fused, (dst, *cols), (src, *cols))
         elif name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
             proj = name.split(".")[-2]
             fused = name.replace(f"{proj}.weight", "gate_up_proj.weight")
