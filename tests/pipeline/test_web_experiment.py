@@ -123,7 +123,7 @@ def test_the_evaluation_stage_plays_web_episodes_with_a_tiny_model(tiny_dir, tmp
         max_new_tokens=8, temperature=1.0), runtime={"eval_threads": 1})
     out = tmp_path / "eval.parquet"
     summary = evaluate_checkpoint(spec, str(tiny_dir), 0, str(out))
-    assert summary["failed"] == 0 and summary["success_mean"] == 0.0  # random weights
+    assert summary.failed == 0 and summary.success_mean == 0.0  # random weights
     table = pq.read_table(out).to_pylist()
     assert [r["task_seed"] for r in table] == [0, 1, 2, 3, 4]
     assert all(r["num_turns"] == spec.horizon for r in table)  # the budget ran out
