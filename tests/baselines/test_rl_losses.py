@@ -5,6 +5,7 @@ sharing, no micro-batches, no masks."""
 import copy
 import math
 
+import pytest
 import torch
 
 from esopt.baselines.grpo import GRPOConfig, GRPOTrainer, RLSample, build_batch
@@ -58,26 +59,34 @@ def grads_of(params):
     return torch.cat([p.grad.flatten() for p in params])
 
 
-def test_grpo_loss_equals_a_token_level_computation(tiny_policy):
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
+def test_grpo_loss_equals_a_token_level_computation(tiny_policy, loss_type):
+    """grpo: each episode's token mean (episode 0 has two turns), averaged over episodes;
+    dapo: the batch's token mean."""
     tok = tiny_policy.tokenizer
-    cfg = GRPOConfig(group_size=2, beta=0.1, micro_batch=2)
+    cfg = GRPOConfig(group_size=2, beta=0.1, micro_batch=2, loss_type=loss_type)
     trainer = GRPOTrainer(tiny_policy, cfg)
     perturb_reference(trainer)
     samples = fixed_samples(tok)
+    owners = [0, 0, 1]
     model = copy.deepcopy(trainer.model)  # same weights, its own gradients
 
-    total, n = 0.0, 0
-    for s in samples:
+    per_episode = {0: [], 1: []}  # the episode's per-token terms
+    for s, k in zip(samples, owners, strict=True):
         with torch.no_grad():
             ref = [lp.item() for lp, _ in row_terms(trainer.reference, s)]
         for (lp, _), lr in zip(row_terms(model, s), ref, strict=True):
-            total = total + clipped_surrogate(lp, s.advantage, cfg.clip_eps) \
-                + cfg.beta * k3(torch.tensor(lr), lp)
-            n += 1
-    expected = total / n
+            per_episode[k].append(clipped_surrogate(lp, s.advantage, cfg.clip_eps)
+                                  + cfg.beta * k3(torch.tensor(lr), lp))
+    terms = per_episode[0] + per_episode[1]
+    n = len(terms)
+    if loss_type == "dapo":
+        expected = sum(terms) / n
+    else:
+        expected = sum(sum(t) / len(t) for t in per_episode.values()) / len(per_episode)
     expected.backward()
 
-    stats = trainer.accumulate(build_batch(samples, tok.pad_token_id))
+    stats = trainer.accumulate(build_batch(samples, tok.pad_token_id), owners)
     assert n == sum(len(s.completion_ids) for s in samples)
     assert math.isclose(stats["loss"], expected.item(), rel_tol=1e-5, abs_tol=1e-7)
     assert stats["kl"] > 1e-4

@@ -37,12 +37,17 @@ def make_trainer(spec: RunSpec, policy):
     """The RL trainer of the run's method, configured from spec.rl."""
     from esopt.baselines.grpo import GRPOConfig, GRPOTrainer
     from esopt.baselines.ppo import PPOConfig, PPOTrainer
+    from esopt.envs.base import make_env
 
     rl = spec.rl
     common = dict(lr=rl.lr, beta=rl.beta, clip_eps=rl.clip_eps, micro_batch=rl.micro_batch,
                   train_decoder=spec.train_decoder, seed=spec.seed)
     if spec.method in ("grpo", "grpo_b"):
-        return GRPOTrainer(policy, GRPOConfig(group_size=rl.group_size, **common))
+        # dr_grpo's constant: the policy tokens an episode may write (every turn's budget).
+        turns = getattr(make_env(spec.env, **spec.env_kwargs), "max_turns", 1)
+        return GRPOTrainer(policy, GRPOConfig(
+            group_size=rl.group_size, loss_type=rl.loss_type,
+            max_completion_length=turns * spec.train_decoder.max_new_tokens, **common))
     if spec.method == "ppo":
         return PPOTrainer(policy, PPOConfig(episodes_per_task=rl.group_size, **common))
     raise ValueError(f"method {spec.method!r} is not an RL method {list(RL_METHODS)}")

@@ -58,6 +58,10 @@ class RLConfig:
     clip_eps: float = option(0.2, "ratio clip", exclusive_minimum=0, exclusive_maximum=1)
     micro_batch: int = option(8, "sequences per forward/backward (gradients accumulate)",
                               minimum=1)
+    loss_type: str = option("grpo", "GRPO's aggregation of token losses, as TRL's loss_type: "
+                                    "grpo (each episode's token mean, averaged over episodes: "
+                                    "the GRPO objective), bnpo, dr_grpo or dapo",
+                            choices=("grpo", "bnpo", "dr_grpo", "dapo"))
 
     def __post_init__(self) -> None:
         for name in ("steps", "tasks_per_step", "micro_batch"):
