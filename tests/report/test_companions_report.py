@@ -1,6 +1,5 @@
 """The companion-methods table and figure from synthetic run outputs."""
 
-import json
 
 import pyarrow as pa
 import pytest
@@ -9,6 +8,7 @@ from esopt.pipeline.config import run_specs
 from esopt.report.companions import companion_table, write_companions
 from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
+from tests.support.records import eval_summary_json
 
 
 @pytest.fixture()
@@ -36,7 +36,7 @@ def specs(tmp_path, monkeypatch):
                 write_parquet_atomic(pa.table({"task_seed": [0, 1, 2, 3],
                                                "success": [i < solved for i in range(4)]}),
                                      tmp_path / s.run_dir / path,
-                                     {"summary": json.dumps(summary)})
+                                     {"summary": eval_summary_json(**summary)})
         if s.method != "base":
             write_parquet_atomic(pa.table({
                 "step": [1, 2], "reward_mean": [0.1, 0.4 if s.method == "copes" else 0.2],

@@ -17,6 +17,7 @@ from esopt.report.landscape import figure6, gaussian_smooth, read_landscape
 from esopt.report.results import correct_turns
 from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
+from tests.support.records import eval_summary_json
 
 
 def _turns(cells_correct):
@@ -41,7 +42,7 @@ def _write_eval(run_dir, per_repeat, episodes):
     table = pa.table({"success": [False] * len(episodes),
                       "turns": [_turns(e) for e in episodes]})
     write_parquet_atomic(table, run_dir / "final" / "eval.parquet",
-                         {"summary": json.dumps(summary)})
+                         {"summary": eval_summary_json(**summary)})
 
 
 @pytest.fixture()
