@@ -281,6 +281,28 @@ class PolicyTrainer:
         self.last_episodes: list = []
         """The rollouts of the last step (the run's trajectories)."""
 
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
+
+    def state_tensors(self):
+        """Every tensor the trainer holds for training: the policy's parameters and the
+        float32 ones the optimiser steps, their gradients, the reference, the optimisers'
+        moments (not the policy's host-side ES master)."""
+        params = [*self.params, *self.train_params, *self.reference.parameters()]
+        yield from params
+        yield from (p.grad for p in params if p.grad is not None)
+        for opt in self.optimizers():
+            for state in opt.state.values():
+                yield from (v for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
+
+    def state_bytes(self) -> int:
+        """Measured bytes of state_tensors(), each storage once: the weights and optimiser
+        state that runtime.memory.training_state_bytes predicts."""
+        storages = {}
+        for t in self.state_tensors():
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return sum(storages.values())
+
     def rollouts(self, env: str, env_kwargs: dict, task_seeds: list[int], repeats: int):
         """Each task played `repeats` times (consecutive), with this step's sampling seed."""
         seeds = [s for s in task_seeds for _ in range(repeats)]
@@ -398,16 +420,18 @@ class GRPOTrainer(PolicyTrainer):
         return {"loss": loss_sum, "score_s": t_score, **stats}
 
 
-def step_flops(shape: ModelShape, episodes, batch: TokenBatch, score_passes: int) -> dict:
+def step_flops(shape: ModelShape, episodes, batch: TokenBatch, score_passes: int,
+               trained_models: int = 1) -> dict:
     """FLOPs of an RL step by phase: generating the rollouts, `score_passes` no-gradient
-    passes over the batch (the reference; PPO also the old values), and one forward +
-    backward (3x a forward) for the update. Nominal counts, as the paper's: every sequence
+    passes over the batch (the reference; PPO also the critic's old values), and one
+    forward + backward (3x a forward) of each of `trained_models` (PPO: the policy and the
+    critic, counted as the model's size). Nominal counts, as the paper's: every sequence
     in full, whatever prefix sharing saves (ES rollouts are counted the same way)."""
     forward = sum(forward_flops(shape, n, 0) for n in batch.attention_mask.sum(dim=1).tolist())
     return {
         "generate": rollout_flops(shape, episodes),
         "score": score_passes * forward,
-        "train": 3.0 * forward,
+        "train": 3.0 * trained_models * forward,
     }
 
 

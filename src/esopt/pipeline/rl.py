@@ -4,7 +4,7 @@ An RL run (grpo, grpo_b, ppo) is one job: load the base model, take `rl.steps` o
 steps, and write the kept checkpoints (the same `gen{k:03d}` numbering as ES generations,
 so evaluation, curves and tables treat both alike), the run's trajectories and its
 ledger. A killed RL job restarts from the base model: unlike an ES generation, an RL
-step's state (optimiser moments, the value head) is not in a checkpoint.
+step's state (optimiser moments, PPO's critic) is not in a checkpoint.
 
 Its ledger (`ledger.parquet`, one `LedgerRow` per step; esopt.pipeline.ledgers builds an
 ES run's) is what Table 1's memory column, Table 2 and Figure 7 read.
@@ -66,7 +66,7 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
     from esopt.backends.factory import load_policy
 
     torch.set_num_threads(threads)
-    torch.manual_seed(spec.seed)  # the PPO value head's initialisation
+    torch.manual_seed(spec.seed)  # any random initialisation (PPO's critic)
     out_dir, run_dir = Path(out_dir), Path(spec.run_dir)
     t_run = time.perf_counter()
     policy, load_s = load_policy(spec.model, "hf", spec.serving_dtype, spec.runtime)

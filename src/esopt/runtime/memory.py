@@ -57,9 +57,10 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "bfloat16-weights": 2}
 
 
 def state_bytes_per_parameter(trains: bool, serving_dtype: str) -> int:
-    """Bytes per parameter a method keeps on the device, weights and optimiser state only
-    (no activations, KV cache or workspace): the "GPU memory requirement" kind of number
-    the paper's Table 1 reports, for this implementation.
+    """Bytes per policy parameter a method keeps on the device, weights and optimiser
+    state only (no activations, KV cache or workspace): the "GPU memory requirement" kind
+    of number the paper's Table 1 reports, for this implementation. PPO's critic comes on
+    top (critic_parameters x CRITIC_BYTES_PER_PARAMETER; training_state_bytes).
 
     Inference and ES: the serving weights (the float32 ES master lives in host memory).
     The RL baselines (esopt.baselines): the serving weights, the frozen reference copy, and
@@ -72,3 +73,27 @@ def state_bytes_per_parameter(trains: bool, serving_dtype: str) -> int:
     if w == 4:
         return 4 + 4 + 4 + 8  # weights (= trained), reference, gradients, AdamW m and v
     return w + w + w + 4 + 4 + 8  # serving, reference, its gradients, master, grads, m, v
+
+
+# PPO's critic (esopt.baselines.ppo.Critic) trains in float32 and is never served: weights,
+# gradients and AdamW's two moments (what mixed-precision AdamW keeps too: 2 + 2 + 12).
+CRITIC_BYTES_PER_PARAMETER = 4 + 4 + 8
+
+
+def critic_parameters(num_parameters: int, config: dict) -> int:
+    """Parameters of the PPO critic built from a model with `num_parameters` and HF
+    `config` (its config.json): the model without an untied LM head, plus a scalar value
+    head (hidden_size weights, no bias, as transformers' ForSequenceClassification)."""
+    text = config.get("text_config", config)  # multimodal configs nest the language model
+    d = int(text["hidden_size"])
+    tied = config.get("tie_word_embeddings", text.get("tie_word_embeddings", True))
+    lm_head = 0 if tied else int(text["vocab_size"]) * d
+    return num_parameters - lm_head + d
+
+
+def training_state_bytes(num_parameters: int, trains: bool, serving_dtype: str,
+                         critic: int = 0) -> int:
+    """Device bytes of weights and optimiser state of a method on a model of
+    `num_parameters`, with a critic of `critic` parameters (PPO; 0: none)."""
+    return (num_parameters * state_bytes_per_parameter(trains, serving_dtype)
+            + critic * CRITIC_BYTES_PER_PARAMETER)
