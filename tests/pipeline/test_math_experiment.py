@@ -100,3 +100,49 @@ def test_table3_and_figure8_from_evaluation_files(tiny_policy, tmp_path):
     finally:
         os.chdir(cwd)
     assert json.loads(spec.to_json())["eval_env_options"] == {"data": "generated:10:7"}
+
+
+def test_grpo_trains_an_epoch_each_problem_once_in_a_seeded_order():
+    """Issue 36, item 11: 20 steps x 20 problems over the 400-record file is one epoch,
+    not 400 draws with replacement; the next epoch is another order; the seed decides."""
+    from esopt.pipeline.rl import rl_tasks
+
+    cfg = config(methods=["base", "grpo"], seeds=[0, 1],
+                 rl={"steps": 30, "tasks_per_step": 20, "group_size": 2})
+    grpo = [s for s in run_specs(cfg) if s.method == "grpo"]
+    for spec in grpo:
+        epoch = [t for k in range(20) for t in rl_tasks(spec, k, 400)]
+        assert sorted(epoch) == list(range(400)) and epoch != sorted(epoch)
+        second = [t for k in range(20, 30) for t in rl_tasks(spec, k, 400)]
+        assert len(set(second)) == 200 and second != epoch[:200]
+        assert epoch == [t for k in range(20) for t in rl_tasks(spec, k, 400)]
+    a, b = ([t for k in range(20) for t in rl_tasks(s, k, 400)] for s in grpo)
+    assert a != b  # seeds 0 and 1: two orders
+    # An epoch boundary inside a step: 3 problems, 2 per step -> [x, y], [z | x', ...].
+    spec = replace(grpo[0], rl=replace(grpo[0].rl, tasks_per_step=2))
+    steps = [rl_tasks(spec, k, 3) for k in range(3)]
+    flat = [t for s in steps for t in s]
+    assert sorted(flat[:3]) == [0, 1, 2] and sorted(flat[3:]) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("scale", ["math", "math-paper"])
+def test_math_scales_evaluate_dapo_and_aime(scale):
+    """Both held-out sets of Table 3 (DAPO and AIME 2026) in the scales' evaluation,
+    interleaved: the tiny scale's 8 tasks are 4 of each, the paper's 130 all of both."""
+    import yaml
+
+    shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "math"
+    if not shared.is_dir():
+        pytest.skip(f"needs {shared}")
+    repo = Path(__file__).resolve().parents[2]
+    math = yaml.safe_load((repo / "config" / "scales" / f"{scale}.yaml").read_text())["math"]
+    data = math["eval"]["env_options"]["data"]
+    assert [Path(d).name for d in data] == ["dapo_test.jsonl", "aime_2026.jsonl"]
+    env = make_env("math_tool", data=[str(shared / Path(d).name) for d in data])
+    tasks = eval_tasks("math_tool", {"data": [str(shared / Path(d).name) for d in data]},
+                       math["eval"]["tasks"])
+    sources = [env.problems[t].source for t in tasks]
+    dapo, aime = sources.count("BytedTsinghua-SIA/DAPO-Math-17k"), sources.count(
+        "MathArena/aime_2026")
+    assert (dapo, aime) == ((4, 4) if scale == "math" else (100, 30))
+    assert sources[:2] == ["BytedTsinghua-SIA/DAPO-Math-17k", "MathArena/aime_2026"]

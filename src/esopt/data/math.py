@@ -2,13 +2,17 @@
 
 Tests and benchmarks read `../shared/data/math/*.jsonl` by path; real users may pass a
 dataset id (`BytedTsinghua-SIA/DAPO-Math-17k`, `MathArena/aime_2026`), which needs the
-`datasets` package and network. Both paths produce the same records.
+`datasets` package and network. Both paths produce the same records. Several sources (a
+list) are interleaved, so that the first N problems of the held-out set are an even mix
+of them (esopt.pipeline.stages.eval_tasks takes the first N) and all of them once N is
+their total; each problem keeps its source (Table 3 has a column group per source).
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +28,8 @@ class MathProblem:
     id: str
     question: str
     answer: str
+    source: str = ""
+    """The dataset it comes from (a record's `source`, else the file name or dataset id)."""
 
 
 def _answer_of(value) -> str:
@@ -47,7 +53,7 @@ def from_records(records, question_key: str = "question", answer_key: str = "ans
             raise ValueError(f"{source} record {i}: needs {question_key!r} and {answer_key!r}, "
                              f"has {sorted(r)}")
         out.append(MathProblem(str(r.get("id", f"{source}:{i}")), _question_of(r[question_key]),
-                               _answer_of(r[answer_key])))
+                               _answer_of(r[answer_key]), str(r.get("source") or source)))
     return out
 
 
@@ -92,12 +98,17 @@ def generated_problems(count: int, seed: int = 0) -> list[MathProblem]:
                 sum(range(c, a + b + 1))
         else:
             q, ans = f"What is the remainder when {a}^{c} is divided by {b}?", pow(a, c, b)
-        out.append(MathProblem(f"gen{seed}:{i}", q, str(ans)))
+        out.append(MathProblem(f"gen{seed}:{i}", q, str(ans), f"generated:{seed}"))
     return out
 
 
-def load_problems(source: str) -> list[MathProblem]:
-    """`generated:COUNT:SEED`, a path to a .jsonl file, or a dataset id."""
+def load_problems(source: str | Sequence[str]) -> list[MathProblem]:
+    """`generated:COUNT:SEED`, a path to a .jsonl file, or a dataset id; or a list of
+    them, interleaved (the first problem of each, then the second of each, ...)."""
+    if not isinstance(source, str):
+        sets = [load_problems(s) for s in source]
+        return [p for i in range(max(map(len, sets), default=0))
+                for p in (s[i] for s in sets if i < len(s))]
     if source.startswith("generated:"):
         _, count, seed = (source.split(":") + ["0"])[:3]
         return generated_problems(int(count), int(seed))

@@ -12,15 +12,18 @@ ES run's) is what Table 1's memory column, Table 2 and Figure 7 read.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from esopt.agent.evaluate import task_seeds
 from esopt.agent.trajectories import episodes_table
+from esopt.es.seeds import mix
 from esopt.pipeline.spec import RL_METHODS, RunSpec
 from esopt.runtime.atomic import write_parquet_atomic
 from esopt.runtime.ledger import NO_SPREAD, Ledger
@@ -53,9 +56,36 @@ def make_trainer(spec: RunSpec, policy):
     raise ValueError(f"method {spec.method!r} is not an RL method {list(RL_METHODS)}")
 
 
-def rl_tasks(spec: RunSpec, step: int) -> list[int]:
-    """Step k's training tasks (same hash family as ES generations: disjoint from test)."""
-    return task_seeds(f"train/{spec.seed}/{step}", spec.rl.tasks_per_step)
+def rl_tasks(spec: RunSpec, step: int, num_tasks: int | None = None) -> list[int]:
+    """Step k's training tasks. An environment over a fixed problem file (`num_tasks`
+    problems: the math file's 400 records) trains in epochs: each problem once per epoch,
+    in an order seeded by (run seed, epoch), steps taking consecutive slices of it (an
+    epoch boundary may fall inside a step). Generated tasks (no file) are drawn by hash,
+    as ES generations draw them (disjoint from the held-out ones)."""
+    k = spec.rl.tasks_per_step
+    if num_tasks is None:
+        return task_seeds(f"train/{spec.seed}/{step}", k)
+    out = []
+    for position in range(step * k, (step + 1) * k):
+        epoch, index = divmod(position, num_tasks)
+        out.append(int(epoch_order(spec.seed, epoch, num_tasks)[index]))
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def epoch_order(seed: int, epoch: int, num_tasks: int) -> tuple[int, ...]:
+    """The problems of an epoch, a permutation of range(num_tasks) seeded by (seed, epoch)."""
+    rng = np.random.default_rng(mix("rl-epoch", seed, epoch))
+    return tuple(int(i) for i in rng.permutation(num_tasks))
+
+
+def training_task_count(spec: RunSpec) -> int | None:
+    """How many problems the training data holds (an environment with indexed tasks:
+    a problem file), or None for generated tasks."""
+    from esopt.envs.base import make_env
+
+    env = make_env(spec.env, **spec.env_kwargs)
+    return env.num_tasks if getattr(env, "indexed_tasks", False) else None
 
 
 def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
@@ -76,8 +106,9 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
     trajectories = []
     kept = set(spec.kept_generations())
     progress = Progress(spec.rl.steps, f"{spec.run_dir} {spec.method}", "step")
+    num_tasks = training_task_count(spec)
     for k in range(spec.rl.steps):
-        stats = trainer.step(spec.env, spec.env_kwargs, rl_tasks(spec, k))
+        stats = trainer.step(spec.env, spec.env_kwargs, rl_tasks(spec, k, num_tasks))
         trajectories.append(episodes_table(trainer.last_episodes, {"step": k + 1}))
         save_s = 0.0
         if k + 1 in kept:
