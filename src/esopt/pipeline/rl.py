@@ -122,7 +122,7 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
         # the run's elapsed time, whatever the phases add up to.
         wall_s, t_run = now - t_run, now
         row = ledger.end_step(
-            k + 1, peak_memory_mb=peak_memory_mb(), flops=stats["flops"], wall_s=wall_s,
+            k + 1, peak_memory_mb=peak_memory_mb(policy), flops=stats["flops"], wall_s=wall_s,
             load_s=load_s if k == 0 else 0.0, generate_s=stats["generate_s"],
             score_s=stats["score_s"], update_s=stats["update_s"], noise_s=0.0,
             save_s=save_s, flops_generate=stats["flops_generate"],
