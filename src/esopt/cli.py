@@ -316,10 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
     mag.add_argument("--final", required=True, help="the run's final checkpoint")
     mag.add_argument("--out", required=True, help="update_magnitudes.json")
     mag.set_defaults(func=_stage_magnitudes)
-    dist = add("distill", _stage_distill, "Trace2Skill: episodes -> SKILL.md", "checkpoint",
-               "out")
-    dist.add_argument("--episodes", nargs="+", required=True,
-                      help="episode Parquet files or directories of them")
+    dist = add("distill", _stage_distill, "Trace2Skill: the baseline's iterations (method "
+               "base), or episodes -> SKILL.md", "checkpoint", "out")
+    dist.add_argument("--episodes", nargs="*", default=[],
+                      help="episode Parquet files or directories of them (the post-hoc "
+                           "distillation; the baseline plays its own)")
 
     st = sub.add_parser("status", help="per run of the config: generations done, last "
                         "reward, seconds per generation (from the results files)")

@@ -146,3 +146,55 @@ def test_math_scales_evaluate_dapo_and_aime(scale):
         "MathArena/aime_2026")
     assert (dapo, aime) == ((4, 4) if scale == "math" else (100, 30))
     assert sources[:2] == ["BytedTsinghua-SIA/DAPO-Math-17k", "MathArena/aime_2026"]
+
+
+def test_trace2skill_settings_ride_with_the_runs_that_have_a_skill_condition():
+    specs = run_specs(config(methods=["base", "esopt", "grpo"],
+                             trace2skill={"iterations": 3, "tasks": 4, "rollouts": 2}))
+    by = {s.method: s for s in specs}
+    assert (by["base"].skill.iterations, by["base"].skill.tasks) == (3, 4)
+    assert by["esopt"].skill == by["base"].skill and by["grpo"].skill is None
+    assert "skill" not in json.loads(by["grpo"].to_json())  # no identity change
+    assert type(by["base"]).from_json(by["base"].to_json()) == by["base"]
+    none = run_specs(config(skills=False))
+    assert all(s.skill is None for s in none)
+
+
+@pytest.mark.parametrize("scale, iterations, per", [("math", 2, 2), ("math-paper", 70, 8),
+                                                    ("web", 2, 2), ("web-paper", 70, 8)])
+def test_scales_run_the_papers_iterations_at_paper_scale(scale, iterations, per):
+    """Table 12: the Trace2Skill baseline's 70 iterations of 8 tasks x 8 rollouts at the
+    paper's scale; a few at the tiny scales."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    cfg = yaml.safe_load((repo / "config" / "scales" / f"{scale}.yaml").read_text())
+    section = cfg["experiments"][0]
+    t2s = cfg[section]["trace2skill"]
+    assert cfg[section]["skills"] and (t2s["iterations"], t2s["tasks"], t2s["rollouts"]) == (
+        iterations, per, per)
+
+
+def test_the_baseline_iterates_playing_with_its_skill(tiny_dir, tmp_path, monkeypatch):
+    """distill_stage of method base: every iteration plays tasks x rollouts training
+    episodes with the SKILL.md so far in the system prompt, and records its pass."""
+    from esopt.backends.hf import HFPolicy
+    from esopt.pipeline import skills as stage
+
+    spec = next(s for s in run_specs(config(trace2skill={"iterations": 2, "tasks": 2,
+                                                         "rollouts": 2}))
+                if s.method == "base")
+    spec = replace(spec, model=str(tiny_dir), train_decoder=replace(
+        spec.train_decoder, max_new_tokens=8))
+    policy = HFPolicy.load(tiny_dir)
+    skill = "# Skills (lessons from earlier attempts)\n- print the value before answering\n"
+    played = stage.play_iteration(policy, spec, skill, 1)
+    assert len(played) == 4 and all(skill.strip() in ep.first_prompt[0]["content"]
+                                    for ep in played)
+    assert stage.iteration_tasks(spec, 0) != stage.iteration_tasks(spec, 1)
+    monkeypatch.chdir(tmp_path)
+    record = stage.distill_stage(spec, str(tiny_dir), [], str(tmp_path / "SKILL.md"))
+    assert record["iterations"] == 2 and record["episodes"] == 8
+    assert [p["iteration"] for p in record["passes"]] == [0, 1]
+    assert (tmp_path / "SKILL.md").read_text().startswith("# Skills")
+    assert json.loads((tmp_path / "SKILL.json").read_text())["passes"][1]["episodes"] == 4

@@ -186,9 +186,9 @@ def ahd_instances_flag(wildcards):
 
 
 def skill_sources(wildcards):
-    """Trace2Skill reads the base model's training rollouts; ESOpt + Trace2Skill reads every
-    direction of every generation of the ES run."""
+    """Trace2Skill (base) plays its own rollouts in its iterations; ESOpt + Trace2Skill
+    reads every direction of every generation of the ES run."""
     spec = spec_of(wildcards)
     if spec.method == "base":
-        return [f"{spec.run_dir}/skill/rollouts.parquet"]
+        return []
     return [f"{spec.run_dir}/gen{g:03d}/directions.done.json" for g in range(spec.generations)]

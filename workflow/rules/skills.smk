@@ -1,21 +1,3 @@
-rule skill_rollouts:
-    input:
-        lambda w: spec_of(w).model,
-    output:
-        "results/{exp}/h{h}/{method}/seed{seed}/skill/rollouts.parquet",
-    wildcard_constraints:
-        method="base",
-    params:
-        spec=spec_json,
-    threads: EVAL_THREADS
-    log:
-        "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/rollouts.log",
-    shell:
-        "esopt stage eval --spec {params.spec:q} "
-        "--generation 0 --checkpoint {input} "
-        "--split train --out {output} > {log} 2>&1"
-
-
 rule distill_skill:
     input:
         sources=skill_sources,

@@ -146,9 +146,11 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
                     population_size=es.population_size, alpha=es.alpha, sigma=s,
                     shaping=es.shaping, antithetic=es.antithetic, run_seed=seed,
                     **_companion_options(es, m)))
+                # The runs with a skill condition carry Trace2Skill's settings.
+                skill = exp.trace2skill if exp.skills and method in ("base", "esopt") else None
                 specs.append(_check(name, lambda kw=dict(
                     horizon=h, method=method, seed=seed, es=es_config,
-                    asynchrony=asynchrony,
+                    asynchrony=asynchrony, skill=skill,
                     train_decoder=decoder): RunSpec(**shared, **kw)))
         # Evaluation-only models: evaluated as base is (its decoder, tasks and seeds).
         schedule = sigma_schedule(_sigma_config(exp, h, "base"), es.generations)

@@ -75,6 +75,28 @@ class RLConfig:
 
 
 @dataclass(frozen=True)
+class Trace2SkillConfig:
+    """Trace2Skill (esopt.context.skills): the baseline's iterations (each plays tasks x
+    rollouts with the current SKILL.md, analyses successes and failures and consolidates;
+    the paper's Table 12: 70 iterations of 8 tasks x 8 rollouts) and the SKILL.md bounds,
+    which the post-hoc ESOpt + Trace2Skill distillation shares."""
+
+    iterations: int = option(2, "iterations of the Trace2Skill baseline (the paper: 70)",
+                             minimum=1)
+    tasks: int = option(2, "training tasks played per iteration (the paper: 8)", minimum=1)
+    rollouts: int = option(2, "rollouts of each task per iteration (the paper: 8)",
+                           minimum=1)
+    max_rules: int = option(8, "rules in SKILL.md at most", minimum=1)
+    max_chars: int = option(2000, "characters of SKILL.md at most", minimum=100)
+    merge_batch: int = option(8, "lessons merged by one consolidation call", minimum=2)
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "tasks", "rollouts", "max_rules"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One training (or evaluation-only) run."""
 
@@ -113,6 +135,9 @@ class RunSpec:
     """An evaluation-only model's name as the config lists it (`eval_models`; method base,
     `model` its checkpoint): a row of its own in Tables 1 and 3 (the paper's Qwen3.5-27B).
     Empty for every other run (and then left out of the JSON, so no run changes)."""
+    skill: Trace2SkillConfig | None = None
+    """Trace2Skill's settings, for the runs with a skill condition (base and esopt of an
+    experiment with `skills: true`); None (and left out of the JSON) for every other."""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -166,6 +191,8 @@ class RunSpec:
         d = asdict(self)
         if not d["eval_model"]:
             del d["eval_model"]  # the JSON of every trained and base run stays as it was
+        if d["skill"] is None:
+            del d["skill"]  # likewise for the runs without a skill condition
         return json.dumps(d, sort_keys=True)
 
     def config_dict(self) -> dict:
@@ -177,6 +204,8 @@ class RunSpec:
         workflow compares to decide a rerun (the runtime travels apart, `--runtime`)."""
         d = asdict(self)
         d.pop("runtime")
+        if d["skill"] is None:
+            del d["skill"]  # the identity of every run without a skill condition is unchanged
         return json.dumps(d, sort_keys=True)
 
     @classmethod
@@ -185,6 +214,7 @@ class RunSpec:
         d["es"] = ESConfig.from_dict(d["es"])
         d["rl"] = RLConfig(**d.get("rl", {}))
         d["asynchrony"] = AsyncConfig(**d.get("asynchrony", {}))
+        d["skill"] = Trace2SkillConfig(**d["skill"]) if d.get("skill") else None
         d["train_decoder"] = SamplingParams(**{**d["train_decoder"],
                                                "stop": tuple(d["train_decoder"]["stop"])})
         d["eval_decoder"] = SamplingParams(**{**d["eval_decoder"],
