@@ -115,8 +115,10 @@ def _stage_magnitudes(args) -> None:
 
 def _stage_distill(args) -> None:
     from esopt.pipeline.skills import distill_stage
+    from esopt.pipeline.spec import Trace2SkillConfig
 
-    distill_stage(_spec(args), args.checkpoint, args.episodes, args.out)
+    distill_stage(_spec(args), args.checkpoint, args.episodes, args.out,
+                  Trace2SkillConfig(**json.loads(args.trace2skill)))
 
 
 def _report_list(args) -> None:
@@ -321,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     dist.add_argument("--episodes", nargs="*", default=[],
                       help="episode Parquet files or directories of them (the post-hoc "
                            "distillation; the baseline plays its own)")
+    dist.add_argument("--trace2skill", default="{}",
+                      help="Trace2Skill's settings (JSON: iterations, tasks, rollouts, "
+                           "max_rules, max_chars, merge_batch; default: the defaults)")
 
     st = sub.add_parser("status", help="per run of the config: generations done, last "
                         "reward, seconds per generation (from the results files)")

@@ -148,16 +148,16 @@ def test_math_scales_evaluate_dapo_and_aime(scale):
     assert sources[:2] == ["BytedTsinghua-SIA/DAPO-Math-17k", "MathArena/aime_2026"]
 
 
-def test_trace2skill_settings_ride_with_the_runs_that_have_a_skill_condition():
-    specs = run_specs(config(methods=["base", "esopt", "grpo"],
-                             trace2skill={"iterations": 3, "tasks": 4, "rollouts": 2}))
-    by = {s.method: s for s in specs}
-    assert (by["base"].skill.iterations, by["base"].skill.tasks) == (3, 4)
-    assert by["esopt"].skill == by["base"].skill and by["grpo"].skill is None
-    assert "skill" not in json.loads(by["grpo"].to_json())  # no identity change
-    assert type(by["base"]).from_json(by["base"].to_json()) == by["base"]
-    none = run_specs(config(skills=False))
-    assert all(s.skill is None for s in none)
+def test_trace2skill_settings_reach_the_distillation_not_the_runs_identity():
+    from esopt.pipeline.config import trace2skill_json
+
+    a = config(trace2skill={"iterations": 3, "tasks": 4, "rollouts": 2})
+    b = config(trace2skill={"iterations": 70, "tasks": 8, "rollouts": 8})
+    settings = json.loads(trace2skill_json(a, "math"))
+    assert (settings["iterations"], settings["tasks"], settings["rollouts"]) == (3, 4, 2)
+    # The ES run (and every other) keeps its identity: only the distillation reruns.
+    assert [s.identity_json() for s in run_specs(a)] == [s.identity_json()
+                                                         for s in run_specs(b)]
 
 
 @pytest.mark.parametrize("scale, iterations, per", [("math", 2, 2), ("math-paper", 70, 8),
@@ -180,20 +180,21 @@ def test_the_baseline_iterates_playing_with_its_skill(tiny_dir, tmp_path, monkey
     episodes with the SKILL.md so far in the system prompt, and records its pass."""
     from esopt.backends.hf import HFPolicy
     from esopt.pipeline import skills as stage
+    from esopt.pipeline.spec import Trace2SkillConfig
 
-    spec = next(s for s in run_specs(config(trace2skill={"iterations": 2, "tasks": 2,
-                                                         "rollouts": 2}))
-                if s.method == "base")
+    settings = Trace2SkillConfig(iterations=2, tasks=2, rollouts=2)
+    spec = next(s for s in run_specs(config()) if s.method == "base")
     spec = replace(spec, model=str(tiny_dir), train_decoder=replace(
         spec.train_decoder, max_new_tokens=8))
     policy = HFPolicy.load(tiny_dir)
     skill = "# Skills (lessons from earlier attempts)\n- print the value before answering\n"
-    played = stage.play_iteration(policy, spec, skill, 1)
+    played = stage.play_iteration(policy, spec, settings, skill, 1)
     assert len(played) == 4 and all(skill.strip() in ep.first_prompt[0]["content"]
                                     for ep in played)
-    assert stage.iteration_tasks(spec, 0) != stage.iteration_tasks(spec, 1)
+    assert stage.iteration_tasks(spec, settings, 0) != stage.iteration_tasks(spec, settings, 1)
     monkeypatch.chdir(tmp_path)
-    record = stage.distill_stage(spec, str(tiny_dir), [], str(tmp_path / "SKILL.md"))
+    record = stage.distill_stage(spec, str(tiny_dir), [], str(tmp_path / "SKILL.md"),
+                                 settings)
     assert record["iterations"] == 2 and record["episodes"] == 8
     assert [p["iteration"] for p in record["passes"]] == [0, 1]
     assert (tmp_path / "SKILL.md").read_text().startswith("# Skills")

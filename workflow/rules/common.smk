@@ -2,7 +2,7 @@ import json
 import os
 import shlex
 
-from esopt.pipeline.config import TINY_RANDOM, landscape_runs
+from esopt.pipeline.config import TINY_RANDOM, landscape_runs, trace2skill_json
 from esopt.pipeline.spec import ASYNC_METHODS, ES_METHODS, RL_METHODS
 from esopt.report.registry import (
     PARTS as REPORT_PARTS,
@@ -183,6 +183,12 @@ def ahd_instances_flag(wildcards):
     """`--instances DIR` when the config names the benchmark files (else the generators)."""
     root = config.get("ahd", {}).get("instances")
     return f"--instances {shlex.quote(str(root))}" if root else ""
+
+
+def trace2skill_settings(wildcards):
+    """The experiment's Trace2Skill settings (JSON): a param of the distillation alone,
+    never of a run's identity."""
+    return trace2skill_json(config, wildcards.exp)
 
 
 def skill_sources(wildcards):

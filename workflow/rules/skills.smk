@@ -6,12 +6,14 @@ rule distill_skill:
         "results/{exp}/h{h}/{method}/seed{seed}/skill/SKILL.md",
     params:
         spec=spec_json,
+        trace2skill=trace2skill_settings,
         episodes=lambda w, input: [p.replace(".done.json", "") for p in input.sources],
     threads: EVAL_THREADS
     log:
         "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/distill.log",
     shell:
         "esopt stage distill --spec {params.spec:q} --generation 0 "
+        "--trace2skill {params.trace2skill:q} "
         "--checkpoint {input.writer} --episodes {params.episodes} --out {output} > {log} 2>&1"
 
 

@@ -24,7 +24,7 @@ from esopt.pipeline.spec import (
 )
 
 __all__ = ["ConfigError", "ahd_run_list", "check_config", "landscape_runs", "model_dir",
-           "parse_config", "run_specs", "scale_file"]
+           "parse_config", "run_specs", "scale_file", "trace2skill_json"]
 
 TINY_RANDOM = "tiny-random"  # a random small Llama with SmolLM2's tokenizer (smoke scale)
 
@@ -146,11 +146,9 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
                     population_size=es.population_size, alpha=es.alpha, sigma=s,
                     shaping=es.shaping, antithetic=es.antithetic, run_seed=seed,
                     **_companion_options(es, m)))
-                # The runs with a skill condition carry Trace2Skill's settings.
-                skill = exp.trace2skill if exp.skills and method in ("base", "esopt") else None
                 specs.append(_check(name, lambda kw=dict(
                     horizon=h, method=method, seed=seed, es=es_config,
-                    asynchrony=asynchrony, skill=skill,
+                    asynchrony=asynchrony,
                     train_decoder=decoder): RunSpec(**shared, **kw)))
         # Evaluation-only models: evaluated as base is (its decoder, tasks and seeds).
         schedule = sigma_schedule(_sigma_config(exp, h, "base"), es.generations)
@@ -164,6 +162,15 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
                           train_decoder=exp.train_decoder.sampling())
                 specs.append(_check(name, lambda kw=kw: RunSpec(**kw)))
     return specs
+
+
+def trace2skill_json(config: dict | Config, experiment: str) -> str:
+    """The experiment's Trace2Skill settings as JSON (what the distillation job gets)."""
+    import dataclasses
+    import json
+
+    cfg = config if isinstance(config, Config) else parse_config(config)
+    return json.dumps(dataclasses.asdict(getattr(cfg, experiment).trace2skill), sort_keys=True)
 
 
 def landscape_runs(config: dict | Config) -> list[tuple[RunSpec, LandscapeSection]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -74,41 +74,42 @@ def limits_of(config: Trace2SkillConfig) -> SkillLimits:
                        merge_batch=config.merge_batch)
 
 
-def iteration_tasks(spec: RunSpec, iteration: int) -> list[int]:
+def iteration_tasks(spec: RunSpec, settings: Trace2SkillConfig, iteration: int) -> list[int]:
     """The training tasks an iteration plays (their own hash family: neither ES's nor the
     held-out ones)."""
-    return task_seeds(f"skill/{spec.seed}/{iteration}", spec.skill.tasks)
+    return task_seeds(f"skill/{spec.seed}/{iteration}", settings.tasks)
 
 
-def play_iteration(policy, spec: RunSpec, skill: str, iteration: int):
+def play_iteration(policy, spec: RunSpec, settings: Trace2SkillConfig, skill: str,
+                   iteration: int):
     """The episodes of one Trace2Skill iteration: each task `rollouts` times with `skill`
     in the system prompt, the training decoder, a sampling seed per iteration."""
-    seeds = [t for t in iteration_tasks(spec, iteration) for _ in range(spec.skill.rollouts)]
+    seeds = [t for t in iteration_tasks(spec, settings, iteration)
+             for _ in range(settings.rollouts)]
     sampling = replace(spec.train_decoder, seed=mix("skill", spec.seed, iteration) % 2**31)
     kwargs = {**spec.env_kwargs, "skill": skill}
     return run_episodes(policy, lambda: make_env(spec.env, **kwargs), seeds, sampling)
 
 
-def distill_stage(spec: RunSpec, writer_checkpoint: str, sources: list[str], out: str) -> dict:
+def distill_stage(spec: RunSpec, writer_checkpoint: str, sources: list[str], out: str,
+                  settings: Trace2SkillConfig) -> dict:
     """Write SKILL.md (and SKILL.json, the record of every pass beside it): the Trace2Skill
     baseline's iterations for method base (`sources` unused), else one distillation from
     the episodes in `sources`."""
     import torch
 
-    if spec.skill is None:
-        raise ValueError(f"{spec.run_dir}: no Trace2Skill settings (skills is false)")
     torch.set_num_threads(int(spec.runtime.get("eval_threads", torch.get_num_threads())))
     policy, _ = load_policy(writer_checkpoint, spec.backend, spec.serving_dtype, spec.runtime)
-    prompts, limits = prompts_for(spec.env), limits_of(spec.skill)
+    prompts, limits = prompts_for(spec.env), limits_of(settings)
     if spec.method == "base":
-        progress = Progress(spec.skill.iterations, f"{spec.run_dir} Trace2Skill", "iteration")
+        progress = Progress(settings.iterations, f"{spec.run_dir} Trace2Skill", "iteration")
 
         def play(skill: str, iteration: int) -> list[dict]:
-            episodes = play_iteration(policy, spec, skill, iteration)
+            episodes = play_iteration(policy, spec, settings, skill, iteration)
             progress.update()
             return episode_dicts(episodes_table(episodes))
 
-        skill, passes = trace2skill(policy, play, spec.skill.iterations, prompts, limits)
+        skill, passes = trace2skill(policy, play, settings.iterations, prompts, limits)
     else:
         skill, record = distill_skill(policy, episodes_from_parquet(sources), prompts, limits)
         passes = [record]
@@ -117,7 +118,7 @@ def distill_stage(spec: RunSpec, writer_checkpoint: str, sources: list[str], out
     record = {"method": spec.method, "iterations": len(passes),
               "episodes": sum(p["episodes"] for p in passes), "passes": passes,
               "skill_chars": len(skill), "writer": writer_checkpoint,
-              "config": json.loads(spec.to_json())}
+              "trace2skill": asdict(settings), "config": json.loads(spec.to_json())}
     write_json_atomic(out.with_suffix(".json"), record, sort_keys=False)
     log.info("%s: %d pass(es) over %d episodes, SKILL.md %d chars", out, len(passes),
              record["episodes"], len(skill))

@@ -79,7 +79,9 @@ class Trace2SkillConfig:
     """Trace2Skill (esopt.context.skills): the baseline's iterations (each plays tasks x
     rollouts with the current SKILL.md, analyses successes and failures and consolidates;
     the paper's Table 12: 70 iterations of 8 tasks x 8 rollouts) and the SKILL.md bounds,
-    which the post-hoc ESOpt + Trace2Skill distillation shares."""
+    which the post-hoc ESOpt + Trace2Skill distillation shares. Not part of any run's
+    identity (the ES run's would rerun with it): the distillation job gets it on its own
+    (`esopt stage distill --trace2skill`, a param of its rule)."""
 
     iterations: int = option(2, "iterations of the Trace2Skill baseline (the paper: 70)",
                              minimum=1)
@@ -135,9 +137,6 @@ class RunSpec:
     """An evaluation-only model's name as the config lists it (`eval_models`; method base,
     `model` its checkpoint): a row of its own in Tables 1 and 3 (the paper's Qwen3.5-27B).
     Empty for every other run (and then left out of the JSON, so no run changes)."""
-    skill: Trace2SkillConfig | None = None
-    """Trace2Skill's settings, for the runs with a skill condition (base and esopt of an
-    experiment with `skills: true`); None (and left out of the JSON) for every other."""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -191,8 +190,6 @@ class RunSpec:
         d = asdict(self)
         if not d["eval_model"]:
             del d["eval_model"]  # the JSON of every trained and base run stays as it was
-        if d["skill"] is None:
-            del d["skill"]  # likewise for the runs without a skill condition
         return json.dumps(d, sort_keys=True)
 
     def config_dict(self) -> dict:
@@ -204,8 +201,6 @@ class RunSpec:
         workflow compares to decide a rerun (the runtime travels apart, `--runtime`)."""
         d = asdict(self)
         d.pop("runtime")
-        if d["skill"] is None:
-            del d["skill"]  # the identity of every run without a skill condition is unchanged
         return json.dumps(d, sort_keys=True)
 
     @classmethod
@@ -214,7 +209,6 @@ class RunSpec:
         d["es"] = ESConfig.from_dict(d["es"])
         d["rl"] = RLConfig(**d.get("rl", {}))
         d["asynchrony"] = AsyncConfig(**d.get("asynchrony", {}))
-        d["skill"] = Trace2SkillConfig(**d["skill"]) if d.get("skill") else None
         d["train_decoder"] = SamplingParams(**{**d["train_decoder"],
                                                "stop": tuple(d["train_decoder"]["stop"])})
         d["eval_decoder"] = SamplingParams(**{**d["eval_decoder"],
