@@ -5,8 +5,9 @@ high-water mark, so one process per measurement; RSS on CPU, the CUDA allocator'
 a GPU, as the pipeline's ledgers): the ES generation perturbs, plays the batch and
 restores for each of G directions, then applies the update; the GRPO step plays the same
 number of episodes (tasks x group), scores them with the frozen reference, backpropagates
-(micro-batches of 8 sequences) and steps AdamW; PPO adds a value head and its scoring
-pass. Prints the peaks and their ratios to ES.
+(micro-batches of 8 sequences) and steps AdamW; PPO adds a float32 critic (the model's
+body and a value head, with its gradients and AdamW moments) and its scoring pass.
+Prints the peaks and their ratios to ES.
 
     python benchmarks/memory.py [--model DIR] [--tasks 2] [--group 4]
 """

@@ -118,8 +118,10 @@ def _stage_magnitudes(args) -> None:
 
 def _stage_distill(args) -> None:
     from esopt.pipeline.skills import distill_stage
+    from esopt.pipeline.spec import Trace2SkillConfig
 
-    distill_stage(_spec(args), args.checkpoint, args.episodes, args.out)
+    distill_stage(_spec(args), args.checkpoint, args.episodes, args.out,
+                  Trace2SkillConfig(**json.loads(args.trace2skill)))
 
 
 def _report_list(args) -> None:
@@ -325,10 +327,14 @@ def build_parser() -> argparse.ArgumentParser:
     mag.add_argument("--final", required=True, help="the run's final checkpoint")
     mag.add_argument("--out", required=True, help="update_magnitudes.json")
     mag.set_defaults(func=_stage_magnitudes)
-    dist = add("distill", _stage_distill, "Trace2Skill: episodes -> SKILL.md", "checkpoint",
-               "out")
-    dist.add_argument("--episodes", nargs="+", required=True,
-                      help="episode Parquet files or directories of them")
+    dist = add("distill", _stage_distill, "Trace2Skill: the baseline's iterations (method "
+               "base), or episodes -> SKILL.md", "checkpoint", "out")
+    dist.add_argument("--episodes", nargs="*", default=[],
+                      help="episode Parquet files or directories of them (the post-hoc "
+                           "distillation; the baseline plays its own)")
+    dist.add_argument("--trace2skill", default="{}",
+                      help="Trace2Skill's settings (JSON: iterations, tasks, rollouts, "
+                           "max_rules, max_chars, merge_batch; default: the defaults)")
 
     st = sub.add_parser("status", help="per run of the config: generations done, last "
                         "reward, seconds per generation (from the results files)")

@@ -154,6 +154,26 @@ def test_stale_prefix_cache_is_reset_after_a_weight_change(engine):
     assert fresh != base
 
 
+def test_engine_memory_is_the_workers_own_weights_and_kv_cache(engine, hf):
+    """Issue 36, item 8: the engine's own accounting, read in its worker: the served
+    weights (float32 here) and the KV cache it was given (kv_cache_memory_bytes = 1 GiB),
+    within the worker process's own peak; a job's peak adds it to its own."""
+    import os
+
+    from esopt.runtime.memory import own_peak_bytes, peak_memory_mb
+
+    (worker,) = engine.engine_memory()
+    params = sum(p.numel() for p in hf.model.parameters())
+    assert params * 4 <= worker.weights_bytes <= params * 4 * 1.02
+    assert 0.9 * (1 << 30) <= worker.kv_cache_bytes <= 1 << 30
+    assert worker.peak_bytes >= worker.weights_bytes
+    total = peak_memory_mb(engine) * 2**20
+    if worker.pid == os.getpid():  # VLLM_ENABLE_V1_MULTIPROCESSING=0: inside this process
+        assert total >= worker.weights_bytes + worker.kv_cache_bytes
+    else:
+        assert total >= own_peak_bytes() + worker.weights_bytes + worker.kv_cache_bytes
+
+
 def test_an_update_from_seeds_gives_the_hf_checkpoint_sha256(pair, tmp_path):
     engine, hf = pair
     update = Update(generation=0, sigma=1e-3, alpha=5e-4, seeds=(11, 22, 33),

@@ -285,7 +285,7 @@ def test_config_commands_print_the_schema_and_check_files(capsys, tmp_path):
     ("sudoku: {rl: {steps: 0}}", "sudoku.rl.steps: must be >= 1"),
     ("sudoku: {env: chess}", "sudoku.env: env: unknown environment 'chess'"),
     ("sudoku: {landscape: {grid: 4}}", "sudoku.landscape: grid must be odd"),
-    ("docvqa: {skills: true}", "docvqa: skills: Trace2Skill runs on the math experiment only"),
+    ("math: {trace2skill: {iterations: 0}}", "math.trace2skill.iterations: must be >= 1"),
     ("sudoku: {landscape: {method: grpo}}", "sudoku.landscape.method: unknown value 'grpo'"),
     ("scale: huge", "scale: no scale 'huge'"),
     ("sudoku: {sigma: {vanilla_es: {kind: exponential, sigma_0: 1.0e-3}}}",

@@ -8,7 +8,7 @@ from esopt.pipeline.config import run_specs
 from esopt.report.companions import companion_table, write_companions
 from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
-from tests.support.records import write_eval_file
+from tests.support.records import eval_summary_json
 
 
 @pytest.fixture()
@@ -27,14 +27,16 @@ def specs(tmp_path, monkeypatch):
             if g == 0 and s.method != "base":
                 continue
             summary = {"generation": g, "success_mean": success[s.method] if g else 0.25,
-                       "per_repeat": [success[s.method]], "peak_memory_mb": 1.0}
+                       "success_std": 0.0, "per_repeat": [success[s.method]],
+                       "peak_memory_mb": 1.0, "failed": 0}
             for path in ([f"eval/gen{g:03d}.parquet"]
                          + (["final/eval.parquet"] if g == s.generations else [])):
                 # Four tasks; the method solves the first success x 4 of them.
                 solved = round(4 * (success[s.method] if g else 0.25))
-                write_eval_file(tmp_path / s.run_dir / path,
-                                {"task_seed": [0, 1, 2, 3],
-                                 "success": [i < solved for i in range(4)]}, **summary)
+                write_parquet_atomic(pa.table({"task_seed": [0, 1, 2, 3],
+                                               "success": [i < solved for i in range(4)]}),
+                                     tmp_path / s.run_dir / path,
+                                     {"summary": eval_summary_json(**summary)})
         if s.method != "base":
             write_parquet_atomic(pa.table({
                 "step": [1, 2], "reward_mean": [0.1, 0.4 if s.method == "copes" else 0.2],

@@ -17,7 +17,7 @@ from esopt.report.landscape import figure6, gaussian_smooth, read_landscape
 from esopt.report.results import correct_turns
 from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
-from tests.support.records import write_eval_file
+from tests.support.records import eval_summary_json
 
 
 def _turns(cells_correct):
@@ -36,10 +36,13 @@ EPISODES = [[1, 1, 2], [0, 0], [1, 0, 1], [None]]
 
 
 def _write_eval(run_dir, per_repeat, episodes):
+    summary = {"generation": 0, "success_mean": float(np.mean(per_repeat)),
+               "success_std": 0.0, "per_repeat": per_repeat, "peak_memory_mb": 1.0,
+               "failed": 0}
     table = pa.table({"success": [False] * len(episodes),
                       "turns": [_turns(e) for e in episodes]})
-    write_eval_file(run_dir / "final" / "eval.parquet", table, per_repeat=per_repeat,
-                    success_mean=float(np.mean(per_repeat)), peak_memory_mb=1.0)
+    write_parquet_atomic(table, run_dir / "final" / "eval.parquet",
+                         {"summary": eval_summary_json(**summary)})
 
 
 @pytest.fixture()

@@ -47,11 +47,13 @@ def specs(tmp_path, monkeypatch):
     return specs
 
 
-def test_differences_are_paired_by_task_and_seeds_pool_as_tasks(specs):
+def test_differences_are_paired_by_task_and_seeds_are_clusters(specs):
     by = {r.method: r for r in method_results(specs)}
     assert [r.method for r in method_results(specs)] == ["base", "vanilla_es", "esopt"]
     base, esopt, vanilla = by["base"], by["esopt"], by["vanilla_es"]
-    assert base.vs_base is None and base.tasks == 128 and base.seeds == 2
+    # Both seeds play the same 64 boards: 2 seeds x 64 boards, not 128 tasks.
+    assert base.vs_base is None and base.tasks == 64 and base.seeds == 2
+    assert (base.success.n, base.success.seeds) == (64, 2)
     assert base.success.mean == pytest.approx(0.5)
     assert esopt.vs_base.mean == pytest.approx(16 / 128)
     assert esopt.vs_base.excludes_zero  # paired: the easy boards cancel
@@ -65,11 +67,12 @@ def test_first_page_rows_and_headline_say_what_the_ci_shows(specs):
     results = method_results(specs)
     header, rows = summary_rows(results)
     by = {r[2]: r for r in rows}
-    assert by["Agentic ESOpt"][3] == "2 x 64"
-    assert by["Agentic ESOpt"][5].startswith("+12.5 [") and by["Agentic ESOpt"][5].endswith("*")
-    assert by["Base"][5] == "–"
+    assert by["Agentic ESOpt"][3] == "2 x 64" and by["Agentic ESOpt"][4] == "success"
+    assert by["Agentic ESOpt"][6].startswith("+12.5 [") and by["Agentic ESOpt"][6].endswith("*")
+    assert by["Base"][6] == "–"
     text = headline(results)
-    assert "Agentic ESOpt at H*=1 (sudoku): +12.5 points vs base" in text
+    assert ("Agentic ESOpt at H*=1 (sudoku): +12.5 success points vs base [" in text
+            and "] over 2 seeds x 64 boards: better than base." in text)
     assert "better than base" in text and "Vanilla ES at H*=1 (sudoku): +0.0" in text
     assert "inside the noise" in text
 
@@ -90,3 +93,30 @@ def test_config_hash_ignores_runtime_settings(specs):
     h = config_hash(specs)
     assert config_hash([replace(s, runtime={"workers": 7}) for s in specs]) == h
     assert config_hash([replace(s, eval_tasks=s.eval_tasks + 1) for s in specs]) != h
+
+
+def test_docvqa_shows_anls_not_exact_match(tmp_path, monkeypatch):
+    """Issue 36, item 6: the paper's DocVQA metric is ANLS; the first page shows it (the
+    eval file's `success` is exact match)."""
+    cfg = base_config()
+    cfg.update(experiments=["docvqa"], docvqa={
+        "horizons": [3], "methods": ["base", "esopt"], "seeds": [0],
+        "env_options": {"data": "synthetic:4:0"}})
+    specs = run_specs(cfg)
+    monkeypatch.chdir(tmp_path)
+    anls = {"base": [0.5, 0.25, 0.0, 0.75], "esopt": [0.75, 0.5, 0.25, 1.0]}
+    for s in specs:
+        values = anls[s.method]
+        summary = {"success_mean": 0.0, "per_repeat": [0.0], "peak_memory_mb": 1.0}
+        write_parquet_atomic(pa.table({"task_seed": [0, 1, 2, 3], "success": [False] * 4,
+                                       "anls": values, "accuracy": [0.0] * 4}),
+                             tmp_path / s.run_dir / "final" / "eval.parquet",
+                             {"summary": json.dumps(summary)})
+    results = {r.method: r for r in method_results(specs)}
+    assert results["base"].success.mean == pytest.approx(0.375)
+    assert results["esopt"].vs_base.mean == pytest.approx(0.25)
+    _, rows = summary_rows(list(results.values()))
+    assert [r[4:6] for r in rows] == [["ANLS", "37.5 [12.5, 62.5]"],
+                                      ["ANLS", rows[1][5]]] and rows[1][5].startswith("62.5")
+    assert "+25.0 ANLS points vs base" in headline(list(results.values()))
+    assert "x 4 documents" in headline(list(results.values()))

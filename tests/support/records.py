@@ -50,3 +50,18 @@ def write_eval_file(path: str | Path, episodes, **summary) -> Path:
               "peak_rss_mb": 0.0, "peak_memory_mb": 0.0, "wall_s": 0.0, "load_s": 0.0,
               "checkpoint_sha256": None, **summary}
     return EvalRecord(EvalSummary(**fields), table).write(path)
+
+
+def eval_summary_json(**fields) -> str:
+    """An evaluation file's `summary` metadata: a complete EvalSummary (the record reads
+    every field) with placeholder values for what a report test does not set."""
+    import dataclasses
+    import json
+
+    from esopt.pipeline.records import EvalSummary
+
+    defaults = dict(experiment="sudoku", horizon=1, method="base", seed=0, generation=0,
+                    success_mean=0.0, success_std=0.0, failed=0, reward_mean=0.0,
+                    per_repeat=[0.0], peak_rss_mb=0.0, peak_memory_mb=0.0, wall_s=0.0,
+                    load_s=0.0, checkpoint_sha256=None)
+    return json.dumps(dataclasses.asdict(EvalSummary(**{**defaults, **fields})))

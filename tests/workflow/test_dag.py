@@ -71,6 +71,19 @@ def test_dry_run_of_the_docvqa_scale(workdir):
     assert "results/figures/fig3" not in out  # Sudoku's figures: not this scale's
 
 
+def test_dry_run_of_docvqa_with_trace2skill(workdir):
+    """DocVQA has Trace2Skill prompts of its own: with skills, its two skill conditions
+    (the baseline iterating in its distillation job, ESOpt + Trace2Skill post hoc) join
+    Table 3 once; no rollouts job (the baseline plays its own)."""
+    (workdir / "skills.yaml").write_text("docvqa: {skills: true, trace2skill: {iterations: 3}}\n")
+    out = snakemake(workdir, "-n", "all", "--config", "scale=docvqa",
+                    "--configfile", "skills.yaml").stdout
+    assert re.search(r"distill_skill\s+2\n", out) and re.search(r"skill_eval\s+2\n", out)
+    assert "skill_rollouts" not in out and "results/tables/table3.md" in out
+    for method in ("base", "esopt"):
+        assert f"results/docvqa/h2/{method}/seed0/skill/eval.parquet" in out
+
+
 def test_dry_run_of_the_math_scale_has_the_grpo_row(workdir):
     # The scale evaluates on ../shared/data/math/dapo_test.jsonl (beside the checkout).
     shared = REPO.parent / "shared"

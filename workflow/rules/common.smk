@@ -2,7 +2,7 @@ import json
 import os
 import shlex
 
-from esopt.pipeline.config import TINY_RANDOM, landscape_runs
+from esopt.pipeline.config import TINY_RANDOM, landscape_runs, trace2skill_json
 from esopt.pipeline.spec import ASYNC_METHODS, ES_METHODS, RL_METHODS
 from esopt.report.registry import (
     PARTS as REPORT_PARTS,
@@ -185,10 +185,16 @@ def ahd_instances_flag(wildcards):
     return f"--instances {shlex.quote(str(root))}" if root else ""
 
 
+def trace2skill_settings(wildcards):
+    """The experiment's Trace2Skill settings (JSON): a param of the distillation alone,
+    never of a run's identity."""
+    return trace2skill_json(config, wildcards.exp)
+
+
 def skill_sources(wildcards):
-    """Trace2Skill reads the base model's training rollouts; ESOpt + Trace2Skill reads every
-    direction of every generation of the ES run."""
+    """Trace2Skill (base) plays its own rollouts in its iterations; ESOpt + Trace2Skill
+    reads every direction of every generation of the ES run."""
     spec = spec_of(wildcards)
     if spec.method == "base":
-        return [f"{spec.run_dir}/skill/rollouts.parquet"]
+        return []
     return [f"{spec.run_dir}/gen{g:03d}/directions.done.json" for g in range(spec.generations)]

@@ -198,6 +198,26 @@ def load_master_slices(checkpoint: str | os.PathLike, rank: int = 0, size: int =
     return shapes, slots, master
 
 
+def _tensors(value) -> list[torch.Tensor]:
+    """The tensors in a (nested) list, tuple or dict."""
+    if torch.is_tensor(value):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _storage_bytes(tensors) -> int:
+    """Bytes of the storages behind `tensors`, each storage once (views share one)."""
+    storages = {}
+    for t in tensors:
+        s = t.untyped_storage()
+        storages[(s.device, s.data_ptr())] = s.nbytes()
+    return sum(storages.values())
+
+
 # --------------------------------------------------------------------- worker side
 class ESWorker:
     """Mixed into every vLLM worker: the ES state and in-place weight writes.
@@ -237,6 +257,28 @@ class ESWorker:
         """Copy this rank's slice of a logical tensor into its place in the served parameter."""
         slot = self.es_slots[name]
         self.es_params[slot.param].data[slot.dst].copy_(local)
+
+    def es_memory(self) -> dict:
+        """This worker's own memory (esopt.runtime.memory.EngineMemory's fields): its
+        process's allocator peak (CUDA; a CPU worker: its peak RSS), the bytes of the
+        served model's parameters and buffers, and the KV cache vLLM allocated (its
+        kv_cache_config's tensors; the cache tensors themselves where there is none)."""
+        from esopt.runtime.memory import peak_rss_mb
+
+        runner = self.model_runner
+        model = runner.model
+        weights = _storage_bytes([*model.parameters(), *model.buffers()])
+        config = getattr(runner, "kv_cache_config", None)
+        if config is not None and getattr(config, "kv_cache_tensors", None):
+            kv = sum(int(t.size) for t in config.kv_cache_tensors)
+        else:
+            kv = _storage_bytes(_tensors(getattr(runner, "kv_caches", [])))
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            peak = int(torch.cuda.max_memory_reserved())
+        else:
+            peak = int(peak_rss_mb() * 2**20)
+        return {"pid": os.getpid(), "peak_bytes": peak, "weights_bytes": weights,
+                "kv_cache_bytes": kv}
 
     def es_perturb(self, seed: int, sign: int, sigma: float) -> None:
         """Serve master + sign*sigma*eps(seed) on this rank's slices, drawing only their
@@ -366,6 +408,13 @@ class VLLMPolicy(MasterWeightsPolicy):
             return
         if not self.llm.reset_prefix_cache(reset_running_requests=True):
             raise RuntimeError("vLLM could not reset its prefix cache after a weight change")
+
+    def engine_memory(self) -> list:
+        """Each engine worker's own memory (esopt.runtime.memory.EngineMemory): what
+        runtime.memory.peak_memory_mb adds to this process's."""
+        from esopt.runtime.memory import EngineMemory
+
+        return [EngineMemory(**d) for d in self.llm.collective_rpc("es_memory")]
 
     def master_weights(self) -> dict[str, torch.Tensor]:
         """The float32 master in logical layout, put together from every rank's slices."""

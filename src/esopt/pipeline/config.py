@@ -26,7 +26,7 @@ from esopt.pipeline.spec import (
 from esopt.runtime.checkpoint import MANIFEST_NAME
 
 __all__ = ["ConfigError", "ahd_run_list", "check_config", "landscape_runs", "model_dir",
-           "parse_config", "run_specs", "scale_file"]
+           "parse_config", "run_specs", "scale_file", "trace2skill_json"]
 
 TINY_RANDOM = "tiny-random"  # a random small Llama with SmolLM2's tokenizer (smoke scale)
 
@@ -186,6 +186,15 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
                           train_decoder=exp.train_decoder.sampling())
                 specs.append(_check(name, lambda kw=kw: RunSpec(**kw)))
     return specs
+
+
+def trace2skill_json(config: dict | Config, experiment: str) -> str:
+    """The experiment's Trace2Skill settings as JSON (what the distillation job gets)."""
+    import dataclasses
+    import json
+
+    cfg = config if isinstance(config, Config) else parse_config(config)
+    return json.dumps(dataclasses.asdict(getattr(cfg, experiment).trace2skill), sort_keys=True)
 
 
 def landscape_runs(config: dict | Config) -> list[tuple[RunSpec, LandscapeSection]]:

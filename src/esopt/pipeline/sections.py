@@ -26,6 +26,7 @@ from esopt.pipeline.spec import (
     METHODS,
     PAPER_METHODS,
     RLConfig,
+    Trace2SkillConfig,
 )
 from esopt.runtime.sandbox import SandboxLimits
 
@@ -250,6 +251,9 @@ class ExperimentSection:
     rl: RLSection = option(factory=RLSection, help="Agentic RL baselines")
     eval: EvalSection = option(factory=EvalSection, help="held-out evaluation")
     skills: bool = option(False, "add the Trace2Skill conditions (Table 3, Figure 8)")
+    trace2skill: Trace2SkillConfig = option(factory=Trace2SkillConfig,
+                                            help="Trace2Skill's iterations and SKILL.md "
+                                                 "bounds (when skills is true)")
     landscape: LandscapeSection = option(factory=LandscapeSection,
                                          help="Figure 6: the reward landscape around the "
                                               "final checkpoint")
@@ -298,12 +302,6 @@ class DocVQASection(ExperimentSection):
                                          help="the reward landscape around the final "
                                               "checkpoint (Figure 6 is the paper's Sudoku "
                                               "figure: off here by default)")
-
-    def __post_init__(self) -> None:
-        if self.skills:
-            # Trace2Skill distils lessons from problems with a reference answer (math).
-            raise ValueError("skills: Trace2Skill runs on the math experiment only")
-
 
 @dataclass(frozen=True)
 class WebSection(ExperimentSection):

@@ -120,7 +120,7 @@ def eval_direction_shard(spec_json: str, generation: int, checkpoint: str, check
                 noise_fingerprint=noise_fingerprint(d.seed, names), worker=worker,
                 worker_shard=tuple(indices), worker_load_s=load_s, direction_wall_s=wall_s,
                 generate_s=generate_s, flops=rollout_flops(shape, episodes),
-                peak_rss_mb=peak_rss_mb(), peak_memory_mb=peak_memory_mb(),
+                peak_rss_mb=peak_rss_mb(), peak_memory_mb=peak_memory_mb(policy),
                 episodes=episodes_table(episodes),
             ).write(direction_path(out_dir, i), spec)
             progress.update()
@@ -245,7 +245,7 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         failed_directions=[r.direction for r in table.rows if r.failed],
         config=spec.config_dict(), identity=identity_hash(spec.identity_json()),
         update_wall_s=time.perf_counter() - t0, load_s=load_s,
-        peak_rss_mb=peak_rss_mb(), peak_memory_mb=peak_memory_mb())
+        peak_rss_mb=peak_rss_mb(), peak_memory_mb=peak_memory_mb(policy))
     if policy is not None:
         written = policy.save(out_dir, manifest.to_dict())
     else:
@@ -315,7 +315,7 @@ def evaluate_checkpoint(spec: RunSpec, checkpoint: str, generation: int, out: st
         generation=generation, success_mean=summary.success_mean,
         success_std=summary.success_std, failed=summary.failed,
         reward_mean=summary.reward_mean, per_repeat=list(summary.per_repeat),
-        peak_rss_mb=peak_rss_mb(), peak_memory_mb=peak_memory_mb(),
+        peak_rss_mb=peak_rss_mb(), peak_memory_mb=peak_memory_mb(policy),
         wall_s=time.perf_counter() - t0, load_s=load_s,
         checkpoint_sha256=policy.checkpoint_sha256), table)
     record.write(out, spec)

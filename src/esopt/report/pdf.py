@@ -70,9 +70,11 @@ def _first_page(pdf: PdfPages, page) -> None:
         table.set_fontsize(9)
         table.auto_set_column_width(list(range(len(header))))
         table.scale(1, 1.5)
-        fig.text(0.06, 0.03, "Success x100 on held-out tasks; CIs: 95% percentile bootstrap "
-                 "over tasks; 'minus base' is paired (same tasks and sampling seeds); * the CI "
-                 "excludes zero.", fontsize=9)
+        fig.text(0.06, 0.03, textwrap.fill(
+            "Held-out score x100 (success; ANLS for DocVQA); CIs: 95% percentile bootstrap "
+            "resampling seeds (clusters) and the held-out tasks they share, repeats averaged "
+            "within a task; 'minus base' is paired (same tasks and sampling seeds); * the CI "
+            "excludes zero.", 170), fontsize=9)
     pdf.savefig(fig)
     plt.close(fig)
 

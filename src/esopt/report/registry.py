@@ -248,9 +248,10 @@ def landscape_runs(ctx: ReportContext) -> list[RunSpec]:
 
 def table3_experiments(ctx: ReportContext) -> list[str]:
     """Table 3's experiments: those with Trace2Skill but web (Table 12 is web's), then
-    DocVQA's (no skills; base, GRPO, ESOpt)."""
+    DocVQA's (base, GRPO, ESOpt; Trace2Skill too with skills: true)."""
     docvqa = dict.fromkeys(s.experiment for s in ctx.specs if s.env == "docvqa")
-    return [e for e in ctx.skill_experiments if e != "web"] + list(docvqa)
+    # DocVQA with skills is both: listed once.
+    return list(dict.fromkeys([e for e in ctx.skill_experiments if e != "web"] + list(docvqa)))
 
 
 def table3_runs(ctx: ReportContext) -> list[RunSpec]:

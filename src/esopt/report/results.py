@@ -66,13 +66,17 @@ def eval_curve(spec: RunSpec, specs: Iterable[RunSpec]) -> list[tuple[int, float
 
 
 def peak_memory_mb(spec: RunSpec) -> float:
-    """Largest peak memory of any job of the run: its ledger (training: ES directions and
-    updates, RL steps) and its evaluations."""
+    """Peak memory of the run's training phase: the largest of its ledger's rows (ES
+    direction shards and updates, RL steps), each a job measured on its own (its
+    process's allocator peak plus its engine workers' own; esopt.runtime.memory);
+    evaluations excluded (each method's kept checkpoints are evaluated by jobs of their
+    own, which are not training). A run that does not train (the base model, an
+    evaluation-only model) has its evaluations as its only phase; NaN without either."""
+    ledger = ledger_path(spec)
+    if spec.generations:
+        return max(read_ledger(ledger)["peak_memory_mb"]) if ledger.exists() else float("nan")
     peaks = [eval_summary(p).peak_memory_mb
              for p in Path(spec.run_dir, "eval").glob("*.parquet")]
-    ledger = ledger_path(spec)
-    if ledger.exists():
-        peaks += read_ledger(ledger)["peak_memory_mb"]
     return max(peaks) if peaks else float("nan")
 
 

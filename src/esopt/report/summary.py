@@ -1,10 +1,12 @@
 """The report's first page: what ran and what it shows.
 
-Per (experiment, H*, method): held-out success with its 95% bootstrap CI over tasks, the
-paired difference to the base model on the same tasks (same sampling seeds) with its CI,
-and the training reward of the first and last generation; then the git commit, the wall
-time of the DAG and the config hash (the runs' specs without their runtime settings,
-which are not part of an experiment's identity).
+Per (experiment, H*, method): the held-out score (success; ANLS for DocVQA, the paper's
+metric) with its 95% two-level bootstrap CI (seeds as clusters, tasks shared by the
+seeds, repeats averaged within a task: esopt.report.stats), the paired difference to the
+base model on the same tasks (same sampling seeds) with its CI, and the training reward of
+the first and last generation; then the git commit, the wall time of the DAG and the
+config hash (the runs' specs without their runtime settings, which are not part of an
+experiment's identity).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from esopt.pipeline.records import EvalRecord
 from esopt.pipeline.spec import METHODS, RunSpec
 from esopt.report.results import ledger, ledger_path
-from esopt.report.stats import Interval, mean_ci, paired_by_task
+from esopt.report.stats import Interval, cell_matrix, cluster_bootstrap, paired_by_task
 from esopt.report.tables import duration
 
 
@@ -34,36 +36,64 @@ class FirstPage:
     table: tuple[list[str], list[list[str]]]
 
 
+# The held-out score of the first page per environment: (evaluation column, its name);
+# success elsewhere. DocVQA's `success` is exact match; the paper reports ANLS.
+SCORES = {"docvqa": ("anls", "ANLS")}
+# What a held-out task is called, per environment (the headline counts them).
+UNITS = {"sudoku": "boards", "countdown": "puzzles", "math_tool": "problems",
+         "docvqa": "documents", "web": "tasks"}
+
+
+def score_of(env: str) -> tuple[str, str]:
+    """(evaluation column, name) of an environment's first-page score."""
+    return SCORES.get(env, ("success", "success"))
+
+
 @dataclass(frozen=True)
 class MethodResult:
     experiment: str
     horizon: int
     method: str
+    """The method, or base_<slug> of an evaluation-only model (its own row)."""
     seeds: int
     tasks: int
+    """Distinct held-out tasks (every seed plays the same ones)."""
     success: Interval
+    """The held-out score (score_of(env): success, or ANLS) and its CI."""
     vs_base: Interval | None
     """Paired difference to the base model (None for the base model, or without one)."""
     train_reward: tuple[float, float] | None
     """Mean training reward (over seeds) of the first and the last k updates (k: a quarter
     of the run, at most 5)."""
+    env: str = ""
+    label: str = ""
+
+    @property
+    def score(self) -> str:
+        return score_of(self.env)[1]
+
+    @property
+    def unit(self) -> str:
+        return UNITS.get(self.env, "tasks")
 
 
 def _final_episodes(spec: RunSpec) -> tuple[list, list[float]]:
-    """(task ids, success) of the final evaluation's episodes; a task id is the task seed
-    with the training seed, so seeds pool as more tasks, never as repeats of one."""
+    """(task ids, score) of the final evaluation's episodes (a failed episode's missing
+    score counts 0, as its success does)."""
+    column = score_of(spec.env)[0]
     t = EvalRecord.read_columns(Path(spec.run_dir) / "final" / "eval.parquet",
-                                ["task_seed", "success"])
-    return [int(x) for x in t["task_seed"]], [float(x) for x in t["success"]]
+                                ["task_seed", column])
+    return [int(x) for x in t["task_seed"]], [float(x or 0.0) for x in t[column]]
 
 
-def _pooled(specs: list[RunSpec]) -> tuple[list, list[float]]:
-    ids, values = [], []
+def _by_seed(specs: list[RunSpec]) -> dict[int, tuple[list, list[float]]]:
+    """{seed: (task ids, scores) per episode}: one run per seed."""
+    out = {}
     for s in specs:
-        t, v = _final_episodes(s)
-        ids += [(s.seed, x) for x in t]
-        values += v
-    return ids, values
+        if s.seed in out:
+            raise ValueError(f"{s.run_dir}: two runs of seed {s.seed} in one result")
+        out[s.seed] = _final_episodes(s)
+    return out
 
 
 def _train_reward(specs: list[RunSpec]) -> tuple[float, float] | None:
@@ -79,25 +109,35 @@ def _train_reward(specs: list[RunSpec]) -> tuple[float, float] | None:
 
 
 def method_results(specs: list[RunSpec]) -> list[MethodResult]:
-    """One result per (experiment, H*, method) with a final evaluation, methods in the
-    tables' order; seeds pooled (task ids carry the seed)."""
+    """One result per (experiment, H*, method) with a final evaluation (evaluation-only
+    models first, then methods in the tables' order); the CIs resample seeds as clusters
+    and the tasks all seeds share (stats.cluster_bootstrap)."""
     groups: dict[tuple, list[RunSpec]] = {}
     for s in specs:
         if (Path(s.run_dir) / "final" / "eval.parquet").exists():
-            groups.setdefault((s.experiment, s.horizon, s.method), []).append(s)
+            groups.setdefault((s.experiment, s.horizon, s.run_method), []).append(s)
     out = []
     order = {m: i for i, m in enumerate(METHODS)}
-    for (exp, h, method), runs in sorted(groups.items(),
-                                         key=lambda kv: (kv[0][0], kv[0][1], order[kv[0][2]])):
-        ids, values = _pooled(runs)
+
+    def key(kv):
+        (exp, h, _), runs = kv
+        return exp, h, -1 if runs[0].eval_model else order[runs[0].method]
+
+    for (exp, h, run_method), runs in sorted(groups.items(), key=key):
+        episodes = _by_seed(runs)
+        seeds, tasks, cells = cell_matrix(episodes)
         base = groups.get((exp, h, "base"))
         vs_base = None
-        if method != "base" and base:
-            base_runs = [b for b in base if b.seed in {r.seed for r in runs}]
-            if {b.seed for b in base_runs} == {r.seed for r in runs}:
-                vs_base = paired_by_task((ids, values), _pooled(base_runs))
-        out.append(MethodResult(exp, h, method, len(runs), len(set(ids)), mean_ci(values),
-                                vs_base, _train_reward(runs)))
+        if run_method != "base" and base:
+            base_runs = [b for b in base if b.seed in episodes]
+            if {b.seed for b in base_runs} == set(episodes):
+                vs_base = paired_by_task(episodes, _by_seed(base_runs))
+        first = runs[0]
+        label = (f"{first.eval_model} (evaluation only)" if first.eval_model
+                 else LABELS.get(first.method, first.method))
+        out.append(MethodResult(exp, h, run_method, len(seeds), len(tasks),
+                                cluster_bootstrap(cells), vs_base, _train_reward(runs),
+                                env=first.env, label=label))
     return out
 
 
@@ -145,9 +185,10 @@ LABELS = {"base": "Base", "vanilla_es": "Vanilla ES", "esopt": "Agentic ESOpt",
 
 
 def summary_rows(results: list[MethodResult]) -> tuple[list[str], list[list[str]]]:
-    """The first page's table: header and rows (success and differences x100)."""
-    header = ["Experiment", "H*", "Method", "Seeds x tasks", "Held-out success [95% CI]",
-              "Minus base [95% CI]", "Train reward first -> last (k gens)"]
+    """The first page's table: header and rows (scores and differences x100)."""
+    header = ["Experiment", "H*", "Method", "Seeds x tasks", "Metric",
+              "Held-out score [95% CI]", "Minus base [95% CI]",
+              "Train reward first -> last (k gens)"]
     rows = []
     for r in results:
         s = r.success
@@ -156,8 +197,8 @@ def summary_rows(results: list[MethodResult]) -> tuple[list[str], list[list[str]
             + (" *" if r.vs_base.excludes_zero else ""))
         train = "–" if r.train_reward is None else (
             f"{r.train_reward[0]:.3f} -> {r.train_reward[1]:.3f}")
-        rows.append([r.experiment, str(r.horizon), LABELS.get(r.method, r.method),
-                     f"{r.seeds} x {r.tasks // max(1, r.seeds)}",
+        rows.append([r.experiment, str(r.horizon), r.label or LABELS.get(r.method, r.method),
+                     f"{r.seeds} x {r.tasks}", r.score,
                      f"{100 * s.mean:.1f} [{100 * s.lo:.1f}, {100 * s.hi:.1f}]", diff, train])
     return header, rows
 
@@ -172,9 +213,10 @@ def headline(results: list[MethodResult]) -> str:
         d = r.vs_base
         verdict = ("better than base" if d.lo > 0 else "worse than base" if d.hi < 0
                    else "inside the noise")
-        lines.append(f"{LABELS.get(r.method, r.method)} at H*={r.horizon} "
-                     f"({r.experiment}): {100 * d.mean:+.1f} points vs base "
-                     f"[{100 * d.lo:+.1f}, {100 * d.hi:+.1f}] over {r.tasks} tasks: {verdict}.")
+        lines.append(f"{r.label or LABELS.get(r.method, r.method)} at H*={r.horizon} "
+                     f"({r.experiment}): {100 * d.mean:+.1f} {r.score} points vs base "
+                     f"[{100 * d.lo:+.1f}, {100 * d.hi:+.1f}] over {r.seeds} "
+                     f"seed{'s' if r.seeds > 1 else ''} x {r.tasks} {r.unit}: {verdict}.")
     return "\n".join(lines)
 
 
