@@ -107,11 +107,9 @@ def test_docvqa_shows_anls_not_exact_match(tmp_path, monkeypatch):
     anls = {"base": [0.5, 0.25, 0.0, 0.75], "esopt": [0.75, 0.5, 0.25, 1.0]}
     for s in specs:
         values = anls[s.method]
-        summary = {"success_mean": 0.0, "per_repeat": [0.0], "peak_memory_mb": 1.0}
-        write_parquet_atomic(pa.table({"task_seed": [0, 1, 2, 3], "success": [False] * 4,
-                                       "anls": values, "accuracy": [0.0] * 4}),
-                             tmp_path / s.run_dir / "final" / "eval.parquet",
-                             {"summary": json.dumps(summary)})
+        write_eval_file(tmp_path / s.run_dir / "final" / "eval.parquet",
+                        {"task_seed": [0, 1, 2, 3], "success": [False] * 4, "anls": values,
+                         "accuracy": [0.0] * 4}, success_mean=0.0, peak_memory_mb=1.0)
     results = {r.method: r for r in method_results(specs)}
     assert results["base"].success.mean == pytest.approx(0.375)
     assert results["esopt"].vs_base.mean == pytest.approx(0.25)
