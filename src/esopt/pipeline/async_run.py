@@ -1,16 +1,18 @@
 """async_es as one coordinator job: the whole deterministic schedule in one process.
 
-Controlled staleness (esopt.es.async_es) is a pure function of the config, so the job is
-reproducible bit for bit: each direction is scored when dispatched, on the theta of its
-dispatch version and that version's shared tasks (as a worker holding theta_v would), and
-its result delivered at its arrival update. Kept checkpoints go to {run}/async/gen{k:03d}
-(manifest: the cohort's seeds, weights, dispatch versions, lags, discarded results), the
-ledger to {run}/ledger.parquet, the schedule to {run}/async/schedule.json.
+The staleness schedule (esopt.es.async_es: stragglers or natural asynchrony) is a pure
+function of the config, so the job is reproducible bit for bit: each direction is scored
+when dispatched, on the theta of its dispatch version and that version's shared tasks (as
+a worker holding theta_v would), and its result delivered at its arrival update. Kept
+checkpoints go to {run}/async/gen{k:03d} (manifest: the cohort's seeds, weights, dispatch
+versions, lags, discarded results), the ledger to {run}/ledger.parquet (with the stale
+results each update used), the schedule to {run}/async/schedule.json.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -96,7 +98,9 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
                         failed_episodes=sum(e for e in s.get("failed", [])),
                         excluded_directions=len(update.excluded),
                         dispatched=record["dispatched"], discarded=len(record["discarded"]),
-                        mean_lag=float(np.mean(record["lags"])))
+                        mean_lag=float(np.mean(record["lags"])) if record["lags"] else math.nan,
+                        accepted=len(record["lags"]), stale_accepted=step.stale,
+                        max_lag_used=max(record["lags"], default=0))
 
     run_async(es, spec.asynchrony, score, apply)
     write_json_atomic(out / "schedule.json", records, indent=1, sort_keys=False)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from esopt.ahd.problems import PROBLEMS
 from esopt.chat import SamplingParams
 from esopt.context.search import SearchConfig
-from esopt.es.async_es import AsyncConfig
+from esopt.es.async_es import ARRIVALS, AsyncConfig
 from esopt.es.schedules import SCHEDULE_KINDS
 from esopt.es.shaping import SHAPINGS
 from esopt.es.strategy import ESConfig
@@ -134,19 +134,29 @@ class CoPESSection:
 
 @dataclass(frozen=True)
 class AsyncSection:
-    """Bounded-staleness asynchronous ES (one coordinator job per run)."""
+    """Bounded-staleness asynchronous ES (one coordinator job per run): update t uses the
+    results that have arrived with lag <= L (esopt.es.async_es)."""
 
     max_lag: int = option(AsyncConfig.max_lag, "L: results with lag <= L are accepted "
                                                 "(0: synchronous ES)", minimum=0)
+    arrivals: str = option(AsyncConfig.arrivals, "when results arrive: stragglers (the "
+                                                  "stress tests: a fraction delayed by "
+                                                  "`delay` updates) or natural (N workers "
+                                                  "whose completion times vary)",
+                           choices=ARRIVALS)
     delayed_fraction: float = option(AsyncConfig.delayed_fraction,
-                                     "stress test: fraction of results delayed (by hash)",
-                                     minimum=0, exclusive_maximum=1)
-    delay: int = option(AsyncConfig.delay, "stress test: updates a delayed result arrives "
-                                           "late", minimum=1)
+                                     "stragglers: fraction of results delayed (by hash); 1 = "
+                                     "every fitness measurement stale", minimum=0, maximum=1)
+    delay: int = option(AsyncConfig.delay, "stragglers: updates a delayed result arrives "
+                                           "late (accepted when <= max_lag)", minimum=1)
+    duration_spread: float = option(AsyncConfig.duration_spread,
+                                    "natural: std of the log of an evaluation's duration "
+                                    "(update periods, median 1; 0 = synchronous)", minimum=0)
 
     def async_config(self) -> AsyncConfig:
         return AsyncConfig(max_lag=self.max_lag, delayed_fraction=self.delayed_fraction,
-                           delay=self.delay)
+                           delay=self.delay, arrivals=self.arrivals,
+                           duration_spread=self.duration_spread)
 
 
 @dataclass(frozen=True)

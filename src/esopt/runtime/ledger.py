@@ -116,7 +116,13 @@ class LedgerRow:
     discarded: int | None = None
     """async ES: results discarded for a lag over the bound."""
     mean_lag: float | None = None
-    """async ES: mean lag of the results used."""
+    """async ES: mean lag of the results used (NaN when none was)."""
+    accepted: int | None = None
+    """async ES: results the update used (at most G)."""
+    stale_accepted: int | None = None
+    """async ES: results used with lag >= 1 (stale fitness measurements)."""
+    max_lag_used: int | None = None
+    """async ES: the largest lag among the results used (at most L)."""
 
 
 LEDGER_KIND = "ledger/2"
