@@ -50,7 +50,7 @@ def test_companion_table_rows(specs):
     header, rows = companion_table(specs)
     by = {r[0]: dict(zip(header, r, strict=True)) for r in rows}
     assert set(by) == {"Vanilla ES", "CoPES", "Async ES", "Low-rank ES"}
-    assert by["CoPES"]["Settings"] == "K=2, N/K=4"
+    assert by["CoPES"]["Settings"] == "K=2, N/K=4, sigma*sqrt(K), step sqrt(K) x ES's"
     assert by["Low-rank ES"]["Settings"] == "r=3"
     assert by["Async ES"]["Settings"].startswith("L=1")
     assert by["Async ES"]["Episodes"] == "136"

@@ -207,7 +207,8 @@ def landscape_runs(config: dict | Config) -> list[tuple[RunSpec, LandscapeSectio
 def _companion_options(es, method: str) -> dict:
     """ESConfig fields of the companion methods: CoPES subspaces, low-rank rank."""
     if method == "copes":
-        return {"subspaces": es.copes.subspaces, "subspace_chunk": es.copes.chunk_elements}
+        return {"subspaces": es.copes.subspaces, "subspace_chunk": es.copes.chunk_elements,
+                "subspace_normalisation": es.copes.normalisation}
     if method == "lowrank_es":
         return {"rank": es.lowrank_es.rank}
     return {}

@@ -18,7 +18,7 @@ from esopt.context.search import SearchConfig
 from esopt.es.async_es import ARRIVALS, AsyncConfig
 from esopt.es.schedules import SCHEDULE_KINDS
 from esopt.es.shaping import SHAPINGS
-from esopt.es.strategy import ESConfig
+from esopt.es.strategy import SUBSPACE_NORMALISATIONS, ESConfig
 from esopt.pipeline.schema import option
 from esopt.pipeline.spec import (
     ASYNC_METHODS,
@@ -104,7 +104,8 @@ class MethodSigmas:
     vanilla_es: Sigma = option(factory=Sigma, help="schedule of vanilla_es")
     esopt: Sigma = option(factory=Sigma, help="schedule of esopt")
     copes: Sigma = option(factory=Sigma, help="schedule of copes (directions perturb at "
-                                               "sigma * sqrt(K))")
+                                               "sigma * sqrt(K) under the paper's "
+                                               "normalisation)")
     async_es: Sigma = option(factory=Sigma, help="schedule of async_es")
     lowrank_es: Sigma = option(factory=Sigma, help="schedule of lowrank_es")
 
@@ -130,6 +131,12 @@ class CoPESSection:
     chunk_elements: int = option(ESConfig.subspace_chunk, "elements per parameter chunk, "
                                                           "the unit of the partition",
                                  minimum=1)
+    normalisation: str = option(ESConfig.subspace_normalisation,
+                                "paper: directions at sigma*sqrt(K), step alpha z / N_k (the "
+                                "CoPES paper, arXiv:2608.02391 Eqs. 11, 13: per-element step "
+                                "sqrt(K) x ES's); matched: sigma and alpha z / sqrt(G N_k) "
+                                "(per-element perturbation and step equal to ES's)",
+                                choices=SUBSPACE_NORMALISATIONS)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,10 @@ PAPER_NOTES = (
 def settings(spec: RunSpec) -> str:
     """The method's own hyper-parameters, as the table shows them."""
     if spec.method == "copes":
-        return f"K={spec.es.subspaces}, N/K={spec.es.population_size // spec.es.subspaces}"
+        k = spec.es.subspaces
+        step = ("sigma*sqrt(K), step sqrt(K) x ES's" if spec.es.subspace_normalisation
+                == "paper" else "sigma and step matched to ES")
+        return f"K={k}, N/K={spec.es.population_size // k}, {step}"
     if spec.method == "async_es":
         a = spec.asynchrony
         if a.arrivals == "natural":
