@@ -125,9 +125,11 @@ def test_update_stage_replays_from_the_manifest(tiny_dir, tmp_path, method, es):
                                  str(tmp_path / "next")).to_dict()
     assert (len(manifest["subspaces"]) == 4) == (method == "copes")
     assert manifest["rank"] == (2 if method == "lowrank_es" else None)
+    assert manifest["full_rank_vectors"] == (method == "lowrank_es")
+    assert manifest["signs"] == ([1, -1, 1, -1] if method == "lowrank_es" else [1] * 4)
     update = Update.from_dict({k: manifest[k] for k in (
-        "seeds", "signs", "weights", "excluded", "subspaces", "rank", "sigma", "alpha",
-        "generation")} | {"generation": 0})
+        "seeds", "signs", "weights", "excluded", "subspaces", "rank", "full_rank_vectors",
+        "sigma", "alpha", "generation")} | {"generation": 0})
     master = read_master(tiny_dir)
     add_update_(master, update)
     replayed = write_checkpoint(tmp_path / "replayed", master, manifest={},

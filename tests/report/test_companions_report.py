@@ -51,7 +51,7 @@ def test_companion_table_rows(specs):
     by = {r[0]: dict(zip(header, r, strict=True)) for r in rows}
     assert set(by) == {"Vanilla ES", "CoPES", "Async ES", "Low-rank ES"}
     assert by["CoPES"]["Settings"] == "K=2, N/K=4, sigma*sqrt(K), step sqrt(K) x ES's"
-    assert by["Low-rank ES"]["Settings"] == "r=3"
+    assert by["Low-rank ES"]["Settings"] == "r=3, antithetic, vectors full-rank noise"
     assert by["Async ES"]["Settings"].startswith("L=1")
     assert by["Async ES"]["Episodes"] == "136"
     assert by["Async ES"]["Stale results used"] == "3 of 8 (lags <= 1)"

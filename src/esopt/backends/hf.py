@@ -178,11 +178,13 @@ class HFPolicy(MasterWeightsPolicy):
 
     def _noise_of(self, d: Direction, name: str, ranges=None):
         """(flat start, noise) chunks of the direction's noise in tensor `name`: whole
-        (plain ES), the subspace's ranges (CoPES) or the low-rank rows (matrices only)."""
+        (plain ES), the subspace's ranges (CoPES) or, low rank, a matrix's low-rank rows
+        and the other tensors' full-rank noise (or none, without full_rank_vectors)."""
         shape = self.master[name].shape
+        if d.rank is not None and not is_lowrank(shape):
+            return (noise_chunks(d.seed, name, self.master[name].numel(), self.chunk_blocks)
+                    if d.full_rank_vectors else ())
         if d.rank is not None:
-            if not is_lowrank(shape):
-                return ()
             return ((r * shape[1], e.view(-1)) for r, e in lowrank_chunks(d.seed, name, shape,
                                                                         d.rank))
         if d.subspace is not None:

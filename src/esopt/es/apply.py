@@ -16,7 +16,8 @@ def add_update_(tensors: Mapping[str, torch.Tensor], update: Update) -> None:
     if update.is_zero:
         return
     if update.rank is not None:
-        add_lowrank_sum_(tensors, update.seeds, update.coeffs, update.scale, update.rank)
+        add_lowrank_sum_(tensors, update.seeds, update.coeffs, update.scale, update.rank,
+                         update.full_rank_vectors)
     else:
         add_noise_sum_(tensors, update.seeds, update.coeffs, update.scale,
                        subspaces=update.subspaces or None)

@@ -61,6 +61,10 @@ class ESConfig:
     structure differs). Both are plain ES bit for bit at K=1."""
     rank: int | None = None
     """Low-rank (EGGROLL) ES: every matrix gets noise A B^T / sqrt(rank) (None: full rank)."""
+    full_rank_vectors: bool = True
+    """Low-rank ES: the other tensors (1-D: norms, biases) get full-rank Gaussian noise at
+    sigma, as EGGROLL's reference does unless told otherwise (its `freeze_nonlora=False`);
+    False: only matrices are perturbed."""
 
     def __post_init__(self) -> None:
         if self.population_size < 2:
@@ -129,6 +133,8 @@ class Direction:
     sigma: float
     subspace: Subspace | None = None
     rank: int | None = None
+    full_rank_vectors: bool = False
+    """Low-rank ES: the non-matrix tensors get full-rank noise (else they are unperturbed)."""
 
     def __post_init__(self) -> None:
         if self.sign not in (1, -1):
@@ -165,6 +171,9 @@ class Update:
     """CoPES: each direction's subspace (empty: every direction spans all parameters)."""
     rank: int | None = None
     """Low-rank ES: the rank of every direction's matrix noise."""
+    full_rank_vectors: bool = False
+    """Low-rank ES: whether the non-matrix tensors got full-rank noise (False in manifests
+    written before the option: their vectors were never perturbed)."""
 
     @property
     def scale(self) -> float:
@@ -206,8 +215,10 @@ def full_rank_directions(state: ESState, config: ESConfig) -> tuple[Direction, .
 
 
 def lowrank_directions(state: ESState, config: ESConfig) -> tuple[Direction, ...]:
-    """Low-rank (EGGROLL) ES: each matrix's noise is A B^T / sqrt(rank)."""
-    return tuple(Direction(i, seed, sign, state.sigma, rank=config.rank)
+    """Low-rank (EGGROLL) ES: each matrix's noise is A B^T / sqrt(rank); the other tensors'
+    full rank (config.full_rank_vectors) or none; mirrored pairs with config.antithetic."""
+    return tuple(Direction(i, seed, sign, state.sigma, rank=config.rank,
+                           full_rank_vectors=config.full_rank_vectors)
                  for i, seed, sign in _members(state, config.population_size, config.antithetic))
 
 
@@ -319,4 +330,5 @@ def shaped_update(directions, rewards_n, generation: int, sigma: float, alpha: f
         excluded=excluded,
         subspaces=subspaces,
         rank=kept[0].rank if kept else None,
+        full_rank_vectors=kept[0].full_rank_vectors if kept else False,
     )

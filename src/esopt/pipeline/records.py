@@ -294,6 +294,8 @@ class UpdateManifest:
     sha256: str = ""
     num_parameters: int = 0
     noise_spec: str = ""
+    full_rank_vectors: bool = False
+    """Low-rank ES: the non-matrix tensors got full-rank noise (False before the option)."""
     record: str = f"{KIND}/{VERSION}"
 
     def to_dict(self) -> dict:

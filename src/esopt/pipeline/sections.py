@@ -168,10 +168,17 @@ class AsyncSection:
 
 @dataclass(frozen=True)
 class LowRankSection:
-    """Low-rank (EGGROLL-style) ES: matrices get rank-r noise A B^T / sqrt(r); vectors
-    are not perturbed."""
+    """Low-rank (EGGROLL-style) ES: matrices get rank-r noise A B^T / sqrt(r). The
+    defaults are EGGROLL's reference (ESHyperscale/HyperscaleES, noiser/eggroll.py):
+    mirrored pairs, and full-rank noise on the other tensors."""
 
     rank: int = option(1, "r: rank of every matrix's noise", minimum=1)
+    antithetic: bool = option(True, "mirrored pairs theta +- sigma eps (EGGROLL's; replaces "
+                                    "es.antithetic for this method; G must be even)")
+    full_rank_vectors: bool = option(ESConfig.full_rank_vectors,
+                                     "1-D tensors (norms, biases) get full-rank Gaussian "
+                                     "noise at sigma (EGGROLL's freeze_nonlora=False); false: "
+                                     "only matrices are perturbed")
 
 
 @dataclass(frozen=True)

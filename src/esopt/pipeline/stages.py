@@ -241,6 +241,7 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
         seeds=list(update.seeds), signs=list(update.signs), weights=list(update.weights),
         excluded=list(update.excluded), sigma=update.sigma, alpha=update.alpha,
         scale=update.scale, subspaces=[asdict(s) for s in update.subspaces], rank=update.rank,
+        full_rank_vectors=update.full_rank_vectors,
         rewards=finite_or_none(table.fitness),
         failed_directions=[r.direction for r in table.rows if r.failed],
         config=spec.config_dict(), identity=identity_hash(spec.identity_json()),

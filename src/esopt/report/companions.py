@@ -46,7 +46,8 @@ def settings(spec: RunSpec) -> str:
             return f"L={a.max_lag}, natural asynchrony (duration spread {a.duration_spread:g})"
         return f"L={a.max_lag}, {a.delayed_fraction:.0%} delayed by {a.delay}"
     if spec.method == "lowrank_es":
-        return f"r={spec.es.rank}"
+        return (f"r={spec.es.rank}, {'antithetic' if spec.es.antithetic else 'one-sided'}, "
+                f"vectors {'full-rank noise' if spec.es.full_rank_vectors else 'unperturbed'}")
     return "full rank, synchronous"
 
 
