@@ -30,6 +30,8 @@ from esopt.pipeline.spec import (
 from esopt.runtime.sandbox import SandboxLimits
 
 EXPERIMENTS = ("sudoku", "countdown", "math", "docvqa", "web", "ahd")
+# Figure 6's centre: the base model (the paper's figure) or the run's final checkpoint.
+LANDSCAPE_CENTRES = ("base", "final")
 AHD_PROBLEMS = tuple(PROBLEMS)
 AHD_METHODS = ("sample", "esopt_sample", "eoh", "esopt_eoh")
 
@@ -230,24 +232,29 @@ class EvalSection:
 
 @dataclass(frozen=True)
 class LandscapeSection:
-    """Figure 6: the training reward on a plane through the final checkpoint of one ES run
-    per H* (the first seed): theta + x sigma_0 eps_a + y sigma_0 eps_b on a grid x K grid
-    of (x, y) in [-span, span]^2, every point on the same tasks and sampling seed."""
+    """Figure 6: the training reward on a plane through a centre theta, for one ES run per
+    H* (the first seed): theta + x sigma_0 eps_a + y sigma_0 eps_b on a grid x K grid of
+    (x, y) in [-span, span]^2, every point on the same tasks and sampling seed; theta is
+    the base model (the paper's Figure 6) or the run's final checkpoint."""
 
     enabled: bool = option(True, "compute the landscapes and Figure 6")
-    method: str = option("esopt", "the ES run whose final checkpoint is probed (nothing is "
-                                  "computed when the experiment does not run it)",
+    method: str = option("esopt", "the ES run whose sigma_0, seeds and tasks the landscape "
+                                  "uses (nothing is computed when the experiment does not "
+                                  "run it)",
                          choices=ES_METHODS + ASYNC_METHODS)
-    grid: int = option(5, "K: points per axis, odd so that the checkpoint is the centre "
-                          "point (K^2 x tasks episodes per H*)", minimum=3)
+    centre: str = option("base", "the plane's centre: base (the base model, as the paper's "
+                                 "Figure 6) or final (the run's final checkpoint)",
+                         choices=LANDSCAPE_CENTRES)
+    grid: int = option(5, "K: points per axis, odd so that the centre is a grid point "
+                          "(K^2 x tasks episodes per H*)", minimum=3)
     span: float = option(2.0, "the grid's half-width in units of the run's sigma_0",
                          exclusive_minimum=0)
     tasks: int = option(8, "training-distribution tasks every grid point plays", minimum=1)
 
     def __post_init__(self) -> None:
         if self.grid % 2 == 0:
-            raise ValueError(f"grid must be odd (the checkpoint is the centre "
-                             f"point), got {self.grid}")
+            raise ValueError(f"grid must be odd (the centre is a grid point), got "
+                             f"{self.grid}")
 
 
 @dataclass(frozen=True)
@@ -276,7 +283,7 @@ class ExperimentSection:
     skills: bool = option(False, "add the Trace2Skill conditions (Table 3, Figure 8)")
     landscape: LandscapeSection = option(factory=LandscapeSection,
                                          help="Figure 6: the reward landscape around the "
-                                              "final checkpoint")
+                                              "base model (or the final checkpoint)")
 
 
 @dataclass(frozen=True)
@@ -289,8 +296,8 @@ class CountdownSection(ExperimentSection):
     horizons: list[int] = option(factory=lambda: [1], item_minimum=1,
                                  help="labels of the runs (Countdown is single-turn)")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (off by default: Figure 6 is "
+                                         help="the reward landscape around the base "
+                                              "model (off by default: Figure 6 is "
                                               "Sudoku's)")
 
 
@@ -301,8 +308,8 @@ class MathSection(ExperimentSection):
 
     env: str = option("math_tool", "registered environment name")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (Figure 6 is the paper's Sudoku "
+                                         help="the reward landscape around the base "
+                                              "model (Figure 6 is the paper's Sudoku "
                                               "figure: off here by default)")
 
 
@@ -319,8 +326,8 @@ class DocVQASection(ExperimentSection):
                                 help="methods to run: No Skill (base), Agentic ESOpt, "
                                      "Agentic GRPO")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (Figure 6 is the paper's Sudoku "
+                                         help="the reward landscape around the base "
+                                              "model (Figure 6 is the paper's Sudoku "
                                               "figure: off here by default)")
 
     def __post_init__(self) -> None:
@@ -344,8 +351,8 @@ class WebSection(ExperimentSection):
     eval: EvalSection = option(factory=lambda: EvalSection(env_options={"split": "test"}),
                                help="held-out evaluation (the test split by default)")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (off by default: Figure 6 is "
+                                         help="the reward landscape around the base "
+                                              "model (off by default: Figure 6 is "
                                               "Sudoku's)")
 
 

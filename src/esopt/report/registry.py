@@ -415,7 +415,8 @@ PARTS: tuple[ReportPart, ...] = (
         inputs=lambda ctx: _magnitude_files(es_runs_with_updates(ctx))),
     ReportPart(
         "figure6", "the landscape runs (config landscape): landscape.parquet",
-        (figure("fig6", "Figure 6: reward landscapes around the final checkpoint", SUDOKU),),
+        (figure("fig6", "Figure 6: reward landscapes around the base model (landscape.centre)",
+                SUDOKU),),
         runs=landscape_runs, build=build_figure6,
         inputs=lambda ctx: _landscape_files(landscape_runs(ctx))),
     ReportPart(
