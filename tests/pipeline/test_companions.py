@@ -104,6 +104,12 @@ def test_async_job_l0_equals_synchronous_es_and_stress_run_is_reproducible(tiny_
                                     ledger["dispatched"], strict=True):
         assert (lo < mean < hi and std > 0) if n > 1 else (lo == mean == hi and std == 0)
     assert ledger["accepted"] == [2, 1, 1] and ledger["stale_accepted"] == [0, 0, 0]
+    # The diagnostics as the ES ledger has them: the updates of one accepted result carry
+    # no signal (a z-score of one value), the others move every float32 weight as meant.
+    assert ledger["zero_signal"] == [False, True, True]
+    assert ledger["realised_cosine"][0] == pytest.approx(1.0, abs=1e-6)
+    assert ledger["unchanged_fraction"][0] < 0.01 and ledger["unchanged_fraction"][1:] == [1, 1]
+    assert ledger["tied_fraction"] == [0.0, 0.0, 0.0]
 
 
 @pytest.mark.parametrize("method, es", [("copes", {"copes": {"subspaces": 2}}),

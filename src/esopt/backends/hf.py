@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from esopt.backends.hf_decode import (
 )
 from esopt.backends.master import MasterWeightsPolicy
 from esopt.chat import Completion, Conversation, SamplingParams, render_chat
-from esopt.es.apply import add_update_
+from esopt.es.apply import UpdateStats, add_update_
 from esopt.es.copes import subspace_ranges
 from esopt.es.lowrank import is_lowrank, lowrank_chunks
 from esopt.es.noise import NOISE_BLOCK, draw, noise_chunks, perturb_into
@@ -49,6 +49,23 @@ def resolve_dtype(name: str) -> torch.dtype:
     except KeyError:
         raise ValueError(
             f"serving_dtype: unknown {name!r}; choose one of {sorted(DTYPES)}") from None
+
+
+def served_dtypes(serving_dtype: str, shapes: Mapping[str, Sequence[int]]
+                  ) -> dict[str, torch.dtype]:
+    """The dtype each logical tensor is served in under `serving_dtype` (what an update
+    can change where it is served): that dtype for every tensor, or, for bfloat16-weights
+    (esopt.backends.bf16_weights: every nn.Linear and nn.Embedding in bfloat16), bfloat16
+    for the matrices and the biases beside them, float32 for the rest (norms)."""
+    if serving_dtype != BF16_WEIGHTS:
+        dtype = resolve_dtype(serving_dtype)
+        return dict.fromkeys(shapes, dtype)
+    out = {}
+    for name, shape in shapes.items():
+        owner = name.removesuffix(".bias") + ".weight" if name.endswith(".bias") else name
+        matrix = len(shapes.get(owner, shape)) == 2
+        out[name] = torch.bfloat16 if matrix else torch.float32
+    return out
 
 
 class HFPolicy(MasterWeightsPolicy):
@@ -196,8 +213,9 @@ class HFPolicy(MasterWeightsPolicy):
         for name, p in self._params.items():
             p.data.copy_(self.master[name].view_as(p))
 
-    def _add_to_master(self, update: Update) -> None:
-        add_update_(self.master, update)
+    def _add_to_master(self, update: Update) -> UpdateStats:
+        return add_update_(self.master, update,
+                           {n: p.dtype for n, p in self._params.items()})
 
     def master_weights(self) -> dict[str, torch.Tensor]:
         return self.master

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 
-from esopt.es.noise import NOISE_BLOCK, add_noise_sum_, draw
+from esopt.es.noise import NOISE_BLOCK, draw, noise_sum_chunks
 
 
 def is_lowrank(shape: Sequence[int]) -> bool:
@@ -77,13 +77,24 @@ def add_lowrank_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
                      full_rank_vectors: bool = False) -> None:
     """tensors[name] += scale * sum_i coeffs[i] * A_i B_i^T / sqrt(r) for every matrix, in
     place, float32, row chunks at a time (memory G * chunk); the other tensors get the
-    full-rank noise sum (add_noise_sum_) when `full_rank_vectors`, else stay unchanged."""
+    full-rank noise sum when `full_rank_vectors`, else stay unchanged."""
+    for _, target, delta in lowrank_sum_chunks(tensors, seeds, coeffs, scale, rank,
+                                               full_rank_vectors):
+        target.add_(delta)
+
+
+def lowrank_sum_chunks(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
+                       coeffs: Sequence[float], scale: float, rank: int,
+                       full_rank_vectors: bool = False
+                       ) -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(name, rows of tensors[name], their delta) chunk by chunk: what add_lowrank_sum_
+    adds (the caller adds each delta to its view before taking the next chunk)."""
     if len(seeds) != len(coeffs):
         raise ValueError(f"{len(seeds)} seeds but {len(coeffs)} coefficients")
     for name, tensor in tensors.items():
         if not is_lowrank(tensor.shape):
             if full_rank_vectors:
-                add_noise_sum_({name: tensor}, seeds, coeffs, scale)
+                yield from noise_sum_chunks({name: tensor}, seeds, coeffs, scale)
             continue
         if tensor.dtype != torch.float32 or not tensor.is_contiguous():
             raise ValueError(f"{name}: the update needs a contiguous float32 tensor")
@@ -95,4 +106,4 @@ def add_lowrank_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
             for (_, eps), c in zip(chunks, coeffs, strict=True):
                 if c:
                     acc.add_(eps.mul_(c))
-            target.add_(acc.mul_(scale))
+            yield name, target, acc.mul_(scale)

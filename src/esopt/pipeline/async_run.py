@@ -22,6 +22,8 @@ from esopt.backends.factory import load_policy
 from esopt.es.async_es import run_async, step_record
 from esopt.es.noise import NOISE_SPEC
 from esopt.es.strategy import ES
+from esopt.pipeline.diagnostics import episode_components, mean_components, trajectory_digest
+from esopt.pipeline.ledgers import generation_diagnostics
 from esopt.pipeline.objective import episodes_fitness, score_direction
 from esopt.pipeline.spec import RunSpec
 from esopt.runtime.atomic import write_json_atomic
@@ -62,11 +64,16 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
         s["success"] += [e.success for e in episodes]
         s["turns"] += [len(e.turns) for e in episodes]
         s["tokens"] += sum(t.completion_tokens for e in episodes for t in e.turns)
+        s.setdefault("components", []).append(mean_components(
+            [episode_components(t.info for t in e.turns) for e in episodes]))
+        s.setdefault("sizes", []).append(len(episodes))
+        s.setdefault("digests", []).append(
+            [trajectory_digest([t.completion for t in e.turns]) for e in episodes])
         return r
 
     def apply(step, update):
         t0 = time.perf_counter()
-        policy.apply(update)
+        measured = policy.apply(update)
         record = {"generation": step.version + 1, "seeds": list(update.seeds),
                   "weights": list(update.weights), "excluded": list(update.excluded),
                   "sigma": update.sigma, "alpha": update.alpha, "scale": update.scale,
@@ -100,7 +107,12 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
                         dispatched=record["dispatched"], discarded=len(record["discarded"]),
                         mean_lag=float(np.mean(record["lags"])) if record["lags"] else math.nan,
                         accepted=len(record["lags"]), stale_accepted=step.stale,
-                        max_lag_used=max(record["lags"], default=0))
+                        max_lag_used=max(record["lags"], default=0),
+                        **generation_diagnostics(s.get("rewards", []), update.weights,
+                                                 s.get("components", []), s.get("sizes", []),
+                                                 s.get("digests", [])),
+                        **({} if measured is None else {
+                            k: v for k, v in measured.to_dict().items() if k != "parameters"}))
 
     run_async(es, spec.asynchrony, score, apply)
     write_json_atomic(out / "schedule.json", records, indent=1, sort_keys=False)

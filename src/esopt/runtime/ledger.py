@@ -123,6 +123,25 @@ class LedgerRow:
     """async ES: results used with lag >= 1 (stale fitness measurements)."""
     max_lag_used: int | None = None
     """async ES: the largest lag among the results used (at most L)."""
+    # ES diagnostics (esopt.pipeline.diagnostics, esopt.es.apply.UpdateStats); None for RL.
+    tied_fraction: float | None = None
+    """Fraction of the directions whose fitness equals another's (1: no signal)."""
+    zero_signal: bool | None = None
+    """The update had no signal (every shaped weight 0): the weights did not move."""
+    intended_norm: float | None = None
+    """L2 norm of the float32 update."""
+    realised_norm: float | None = None
+    """L2 norm of what the update changed in the weights as served (serving_dtype)."""
+    realised_cosine: float | None = None
+    """Cosine of the realised with the intended update (None for a zero update)."""
+    unchanged_fraction: float | None = None
+    """Fraction of the weights whose served value the update left unchanged."""
+    reward_components: str | None = None
+    """Mean episode reward split into the environment's named parts (JSON object; {} when
+    the environment has none)."""
+    distinct_completions: float | None = None
+    """Output diversity across directions: distinct trajectories per task over G (1/G: all
+    directions wrote the same, 1: all differ), averaged over the generation's tasks."""
 
 
 LEDGER_KIND = "ledger/2"
