@@ -172,3 +172,13 @@ def test_figure6_is_drawn_around_the_configured_centre(workdir, centre):
     else:
         assert checkpoint == "results/sudoku/h1/esopt/seed0/gen020/checkpoint"
         assert re.search(r"evaluate_directions\s+20\n", out)
+
+
+def test_table6_measures_every_trained_es_run_async_included(workdir):
+    """Table 6's |final - base| fractions come from every ES method's runs: the companions
+    scale trains vanilla ES, CoPES, async ES and low-rank ES, each measured once."""
+    out = snakemake(workdir, "-n", "results/tables/table6.csv", "--config",
+                    "scale=companions").stdout
+    assert re.search(r"update_magnitudes\s+4\n", out)
+    for method in ("vanilla_es", "copes", "async_es", "lowrank_es"):
+        assert f"results/sudoku/h1/{method}/seed0/final/update_magnitudes.json" in out
