@@ -83,3 +83,38 @@ def test_the_figure_draws_every_run_in_every_panel(specs, tmp_path, monkeypatch)
     assert len(table6.patches) == 3  # one run's three thresholds
     ledger = pq.read_table(tmp_path / "results/sudoku/h1/esopt/seed0/ledger.parquet")
     assert "realised_cosine" in ledger.column_names
+
+
+def test_the_part_is_ready_for_the_report_registry(specs, tmp_path):
+    """The entry the registry needs (esopt.report.registry): its build function writes
+    every artifact, its inputs are the ES runs' ledgers and Table 6 records, and both
+    caption files exist."""
+    from pathlib import Path
+
+    from esopt.report.diagnostics import build_part, part_inputs
+    from esopt.report.registry import (
+        PartJob,
+        ReportContext,
+        ReportPart,
+        es_runs_with_updates,
+        figure,
+        table,
+    )
+
+    part = ReportPart(
+        "diagnostics", "trained ES runs: ledgers and final/update_magnitudes.json",
+        (table("diagnostics", "ES diagnostics per run", "ES diagnostics"),
+         figure("diagnostics", "ES diagnostics per generation", "ES diagnostics",
+                caption="diagnostics_fig")),
+        runs=es_runs_with_updates, build=build_part,
+        inputs=lambda ctx: part_inputs(es_runs_with_updates(ctx)))
+    ctx = ReportContext(tuple(specs))
+    assert part.is_active(ctx)
+    assert sorted(part.input_files(ctx)) == sorted(
+        f"results/{e}/h1/esopt/seed0/{f}" for e in ("sudoku", "countdown")
+        for f in ("ledger.parquet", "final/update_magnitudes.json"))
+    part.build(PartJob(part.runs(ctx), ctx, tmp_path / "tables", tmp_path / "figures"))
+    for path in part.output_files(tmp_path / "tables", tmp_path / "figures"):
+        assert Path(path).stat().st_size > 0, path
+    for artifact in part.artifacts:
+        assert (REPO / artifact.caption_file).is_file(), artifact.caption_file

@@ -200,3 +200,15 @@ def write_diagnostics(specs: list[RunSpec], tables_dir: str | Path,
     """results/tables/diagnostics.{csv,md,tex} and results/figures/diagnostics.{pdf,png}."""
     write_table(diagnostics_table(specs), tables_dir, "diagnostics")
     diagnostics_figure(specs, figures_dir)
+
+
+def part_inputs(specs: list[RunSpec]) -> list[str]:
+    """What the report part reads of the trained ES runs `specs`: ledgers and Table 6's
+    records (esopt.report.registry: the part's inputs)."""
+    return ([f"{s.run_dir}/ledger.parquet" for s in specs]
+            + [f"{s.run_dir}/final/update_magnitudes.json" for s in specs])
+
+
+def build_part(job) -> None:
+    """The report registry's build function of the diagnostics part (job: a PartJob)."""
+    write_diagnostics(job.runs, job.tables, job.figures)

@@ -242,7 +242,7 @@ def es_runs_with_updates(ctx: ReportContext) -> list[RunSpec]:
 
 
 def landscape_runs(ctx: ReportContext) -> list[RunSpec]:
-    """Figure 6: the runs whose final checkpoint the config probes."""
+    """Figure 6: the runs whose landscape the config computes (landscape.parquet)."""
     return [s for s in ctx.specs if s.run_dir in ctx.landscapes]
 
 
