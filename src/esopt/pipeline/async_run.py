@@ -46,6 +46,7 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
     ledger = Ledger(spec.run_dir, spec.method)
     parent = {"sha": policy.checkpoint_sha256}
     stats: dict = {}
+    fitness: dict[tuple[int, int], float] = {}  # (version, index) -> the direction's fitness
     records: list[dict] = []
 
     def score(direction, version):
@@ -55,6 +56,7 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
         s = stats.setdefault(version, {"generate_s": 0.0, "wall_s": 0.0, "flops": 0.0,
                                        "episodes": 0, "rewards": [], "success": [],
                                        "turns": [], "tokens": 0})
+        fitness[(version, direction.index)] = r
         s["generate_s"] += generate_s
         s.setdefault("failed", []).append(sum(bool(e.failed) for e in episodes))
         s["wall_s"] += time.perf_counter() - t0
@@ -108,9 +110,12 @@ def train_async(spec: RunSpec, out_dir: str, threads: int = 1, ledger_path: str 
                         mean_lag=float(np.mean(record["lags"])) if record["lags"] else math.nan,
                         accepted=len(record["lags"]), stale_accepted=step.stale,
                         max_lag_used=max(record["lags"], default=0),
-                        **generation_diagnostics(s.get("rewards", []), update.weights,
-                                                 s.get("components", []), s.get("sizes", []),
-                                                 s.get("digests", [])),
+                        # Ties among the results the update used; parts and diversity
+                        # over the directions scored at this version (its tasks).
+                        **generation_diagnostics(
+                            [fitness[(d.version, d.index)] for d in step.accepted],
+                            update.weights, s.get("components", []), s.get("sizes", []),
+                            s.get("digests", [])),
                         **({} if measured is None else {
                             k: v for k, v in measured.to_dict().items() if k != "parameters"}))
 
