@@ -19,10 +19,12 @@ from esopt.pipeline.diagnostics import (
 from esopt.pipeline.records import DirectionResult, RewardRow
 
 
-def test_tied_fraction_counts_directions_sharing_a_fitness():
+def test_tied_fraction_is_the_largest_group_sharing_a_fitness():
     assert tied_fraction([0.5, 0.5, 0.2, 0.5]) == 0.75
     assert tied_fraction([1.0, 1.0, 1.0]) == 1.0  # no signal
-    assert tied_fraction([0.1, 0.2, 0.3]) == 0.0
+    assert tied_fraction([0.1, 0.2, 0.3, 0.4]) == 0.25  # 1/G: all differ
+    # discrete rewards: every direction ties with another, yet two groups carry signal
+    assert tied_fraction([0.25, 0.25, 0.5, 0.5, 0.5, 0.75, 0.75, 0.75]) == 3 / 8
     assert tied_fraction([0.1, 0.1, float("nan"), 0.3]) == pytest.approx(2 / 3)
     assert math.isnan(tied_fraction([float("nan")]))
 

@@ -53,7 +53,7 @@ def test_every_es_run_of_the_tiny_all_has_its_diagnostics_row(specs):
     assert set(by) == {"sudoku Agentic ESOpt", "countdown Agentic ESOpt"}
     sudoku, countdown = by["sudoku Agentic ESOpt"], by["countdown Agentic ESOpt"]
     assert sudoku["Zero-signal generations"] == "1 of 2"
-    assert sudoku["Tied directions"] == "0.75"
+    assert sudoku["Largest tied group / G"] == "0.75"
     # averaged over the generations that moved: the second
     assert sudoku["Realised / intended norm"] == "0.500"
     assert sudoku["Cosine (realised, intended)"] == "0.500"

@@ -19,14 +19,15 @@ from esopt.envs.base import REWARD_COMPONENTS
 
 
 def tied_fraction(fitness: Sequence[float]) -> float:
-    """Fraction of the finite fitness values that equal another direction's: 1 when every
-    direction scored the same (a zero-signal generation), 0 when all differ; NaN without
-    a finite value."""
+    """The largest group of directions tied on one fitness value, as a fraction of the
+    directions with a finite fitness: 1 when every direction scored the same (a
+    zero-signal generation), 1/G when all differ; NaN without a finite value. (Counting
+    every direction that ties with some other would saturate at 1 whenever rewards are
+    discrete, e.g. 4 boards per direction give 5 possible values for 8 directions.)"""
     values = [float(f) for f in fitness if math.isfinite(f)]
     if not values:
         return math.nan
-    counts = Counter(values)
-    return sum(c for c in counts.values() if c > 1) / len(values)
+    return max(Counter(values).values()) / len(values)
 
 
 def episode_components(turn_infos: Iterable[Mapping]) -> dict[str, float]:

@@ -79,11 +79,11 @@ def _fmt(value: float, spec: str = ".3f") -> str:
 
 
 def diagnostics_table(specs: list[RunSpec]) -> Table:
-    """One row per trained ES run: zero-signal generations, mean tied fraction, the
+    """One row per trained ES run: zero-signal generations, the mean largest tied group, the
     realised update (norm over the intended one, cosine, weights unchanged) averaged over
     the generations that moved, the reward parts of the last generation, the output
     diversity, and Table 6's fraction |final - base| <= sigma_0."""
-    header = ["Run", "Serving", "Generations", "Zero-signal generations", "Tied directions",
+    header = ["Run", "Serving", "Generations", "Zero-signal generations", "Largest tied group / G",
               "Realised / intended norm", "Cosine (realised, intended)", "Weights unchanged",
               "Reward parts (last generation)", "Distinct completions",
               "|Δθ| ≤ sigma_0 (Table 6)"]
@@ -143,7 +143,7 @@ def diagnostics_figure(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
                          label=f"{label}: {name}")
         ax["f"].plot(step, _column(r, "distinct_completions"), marker="o", ms=3, color=color)
     _table6_panel(ax["g"], runs)
-    titles = {"a": "(a) directions tied on fitness (x: zero signal)",
+    titles = {"a": "(a) largest group tied on fitness / G (x: no signal)",
               "b": "(b) update norm: float32 (solid), served (dashed)",
               "c": "(c) cosine(realised, intended)", "d": "(d) weights the served dtype kept",
               "e": "(e) mean reward by component", "f": "(f) distinct completions / G"}

@@ -125,7 +125,8 @@ class LedgerRow:
     """async ES: the largest lag among the results used (at most L)."""
     # ES diagnostics (esopt.pipeline.diagnostics, esopt.es.apply.UpdateStats); None for RL.
     tied_fraction: float | None = None
-    """Fraction of the directions whose fitness equals another's (1: no signal)."""
+    """The largest group of directions tied on one fitness, over G (1: no signal, 1/G: all
+    differ)."""
     zero_signal: bool | None = None
     """The update had no signal (every shaped weight 0): the weights did not move."""
     intended_norm: float | None = None
