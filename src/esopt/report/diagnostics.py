@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 from pathlib import Path
 
 import matplotlib
@@ -145,7 +146,8 @@ def diagnostics_figure(specs: list[RunSpec], out_dir: str | Path) -> list[Path]:
     _table6_panel(ax["g"], runs)
     titles = {"a": "(a) largest group tied on fitness / G (x: no signal)",
               "b": "(b) update norm: float32 (solid), served (dashed)",
-              "c": "(c) cosine(realised, intended)", "d": "(d) weights the served dtype kept",
+              "c": "(c) cosine(realised, intended)",
+              "d": "(d) weights left unchanged where served",
               "e": "(e) mean reward by component", "f": "(f) distinct completions / G"}
     last = max((max(ledger(s)["step"], default=1) for s in runs), default=1)
     for key, title in titles.items():
@@ -179,7 +181,7 @@ def _table6_panel(ax, runs: list[RunSpec]) -> None:
         ax.bar(np.arange(len(multiples)) + k * width, [100 * f for f in rec["fractions"]],
                width, label=label)
     ax.set_xticks(np.arange(len(multiples)) + 0.4 - width / 2,
-                  [f"{m:.2g} sigma_0" for m in multiples])
+                  [f"{Fraction(m).limit_denominator(12)} sigma_0" for m in multiples])
     ax.set_ylabel("% of parameters")
     ax.legend(fontsize=6)
 
