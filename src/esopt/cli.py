@@ -107,7 +107,7 @@ def _stage_landscape(args) -> None:
     from esopt.pipeline.landscape import reward_landscape
 
     reward_landscape(_spec(args), args.checkpoint, args.out, grid=args.grid, span=args.span,
-                     tasks=args.tasks)
+                     tasks=args.tasks, centre=args.centre)
 
 
 def _stage_magnitudes(args) -> None:
@@ -319,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     land.add_argument("--span", type=float, required=True,
                       help="half-width of the grid in units of sigma_0")
     land.add_argument("--tasks", type=int, required=True, help="tasks every point plays")
+    land.add_argument("--centre", choices=("base", "final"), default="base",
+                      help="which checkpoint --checkpoint is: the base model (the paper's "
+                           "Figure 6) or the run's final checkpoint (recorded)")
     land.set_defaults(func=_stage_landscape)
     mag = stages.add_parser("magnitudes", help="Table 6: fractions of parameters whose "
                             "update |final - base| is under multiples of sigma_0")

@@ -11,10 +11,11 @@ from esopt.agent.evaluate import task_seeds
 from esopt.agent.rollout import run_episodes
 from esopt.backends.hf import HFPolicy
 from esopt.backends.hf_decode import row_generators, sample_next
-from esopt.backends.hf_population import directions_per_batch, run_population_episodes
+from esopt.backends.hf_population import directions_per_batch
 from esopt.chat import SamplingParams
 from esopt.envs import make_env
 from esopt.es.strategy import Direction
+from esopt.pipeline.objective import run_population_episodes
 
 SAMPLED = SamplingParams(max_new_tokens=8, temperature=0.7, top_p=0.8, top_k=20, seed=11)
 GREEDY = SamplingParams(max_new_tokens=8)
@@ -105,12 +106,18 @@ def test_population_batch_equals_one_direction_at_a_time(tiny_arch_policy, env, 
         assert all(e.num_turns > 1 for eps in pop for e in eps)
 
 
+@pytest.mark.parametrize("vectors", [True, False], ids=["vectors", "matrices-only"])
 @pytest.mark.parametrize("env,sampling", [(countdown, GREEDY), (sudoku, SAMPLED)],
                          ids=["greedy", "sampled"])
-def test_lowrank_population_equals_one_direction_at_a_time(tiny_arch_policy, env, sampling):
+def test_lowrank_population_equals_one_direction_at_a_time(tiny_arch_policy, env, sampling,
+                                                           vectors):
     """Low-rank (EGGROLL) members in one forward: (x B) A^T rounds differently from
-    x (A B^T), so episodes may differ where a logit tie flips; here none of 20 does."""
-    directions = [Direction(i, 800 + i, 1, 3e-2, rank=2) for i in range(4)]
+    x (A B^T), so episodes may differ where a logit tie flips; here at most 1 of 20 does.
+    With EGGROLL's defaults the members are mirrored pairs whose norms carry full-rank
+    noise (per-row vectors in the batch)."""
+    directions = [Direction(i, 800 + i // 2 if vectors else 800 + i,
+                            -1 if vectors and i % 2 else 1, 3e-2, rank=2,
+                            full_rank_vectors=vectors) for i in range(4)]
     seeds = task_seeds("lowrank-pop", 5)
     seq = sequential(tiny_arch_policy, directions, env, seeds, sampling)
     calls = []

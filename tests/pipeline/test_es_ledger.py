@@ -1,5 +1,6 @@
 """The ES ledger from crafted generation files: the spread of the directions' rewards."""
 
+import json
 import math
 from pathlib import Path
 
@@ -97,3 +98,39 @@ def test_es_ledger_records_each_generations_wall_clock(spec):
     ledger = pq.read_table(es_ledger(spec, Path(spec.run_dir) / "ledger.parquet")).to_pydict()
     # One shard (w0): load 2 s + 4 directions x 1.5 s, then the 3 s update.
     assert ledger["wall_s"] == [2.0 + 4 * 1.5 + 3.0] * 2
+
+
+def test_es_ledger_writes_the_generation_diagnostics(tmp_path, monkeypatch):
+    """Issue 36: per generation the ledger has the ties on fitness, whether the update had
+    signal, the realised update the update stage measured, the reward's parts and the
+    diversity of the directions' outputs."""
+    from dataclasses import replace
+
+    cfg = base_config()
+    cfg["sudoku"].update(horizons=[1], methods=["esopt"])
+    cfg["sudoku"]["es"].update(population_size=4, generations=2)
+    (spec,) = run_specs(cfg)
+    monkeypatch.chdir(tmp_path)
+    run = Path(spec.run_dir)
+    parts = [{"format": 0.1, "correct": 1.0}, {"format": 0.1}, {}, {"format": 0.0}]
+    digests = [["a", "b"], ["a", "c"], ["a", "b"], ["d", "b"]]
+    rows = [replace(r, reward_components=json.dumps(p), completion_digests=d)
+            for r, p, d in zip(_table([0.5, 0.5, 0.2, 0.5], [2] * 4).rows, parts, digests,
+                               strict=True)]
+    RewardTable(tuple(rows)).write(run / "gen000/rewards.parquet", spec)
+    _rewards_file(run / "gen001/rewards.parquet", spec, [0.3] * 4, [2] * 4)  # all tied
+    replace(_update([]), weights=[1.0, -1.0, 0.5, -0.5], intended_norm=2.0, realised_norm=1.0,
+            realised_cosine=0.5, unchanged_fraction=0.9).write(run / "gen001/update.json")
+    replace(_update([]), weights=[0.0] * 4, intended_norm=0.0, realised_norm=0.0,
+            realised_cosine=None, unchanged_fraction=1.0).write(run / "gen002/update.json")
+    ledger = pq.read_table(es_ledger(spec, run / "ledger.parquet")).to_pydict()
+    assert ledger["tied_fraction"] == [0.75, 1.0]
+    assert ledger["zero_signal"] == [False, True]
+    assert ledger["realised_cosine"] == [0.5, None]
+    assert ledger["unchanged_fraction"] == [0.9, 1.0]
+    assert ledger["intended_norm"] == [2.0, 0.0] and ledger["realised_norm"] == [1.0, 0.0]
+    assert json.loads(ledger["reward_components"][0]) == pytest.approx(
+        {"format": 0.05, "correct": 0.25})
+    assert json.loads(ledger["reward_components"][1]) == {}  # no parts recorded
+    assert ledger["distinct_completions"][0] == 0.5
+    assert math.isnan(ledger["distinct_completions"][1])  # files without digests

@@ -120,3 +120,25 @@ def test_write_checkpoint_needs_exactly_one_source_of_model_files(tiny_dir, tmp_
         write_checkpoint(tmp_path / "a", master)
     with pytest.raises(ValueError, match="exactly one"):
         write_checkpoint(tmp_path / "b", master, config=object(), files_from=tiny_dir)
+
+
+def test_the_manifest_records_what_the_served_weights_kept(tiny_dir, tmp_path):
+    """Issue 36's diagnostics: the update stage measures the realised update where the
+    weights are served. Float32: the intended update (cosine 1); bfloat16: a small step
+    mostly rounded away. The master (and so the checkpoint) is the same either way."""
+    spec = _spec(tiny_dir)
+    spec = replace(spec, es=replace(spec.es, alpha=1e-5))
+    rewards = _rewards(spec, tmp_path / "rewards.parquet", [0.0, 1.0, 0.5, 0.25])
+    f32 = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(tmp_path / "f32"))
+    bf16_spec = replace(spec, serving_dtype="bfloat16")
+    bf16_rewards = _rewards(bf16_spec, tmp_path / "bf16.parquet", [0.0, 1.0, 0.5, 0.25])
+    bf16 = update_checkpoint(bf16_spec, 0, str(tiny_dir), bf16_rewards,
+                             str(tmp_path / "bf16"))
+    assert f32.sha256 == bf16.sha256
+    assert f32.intended_norm > 0 and f32.intended_norm == pytest.approx(bf16.intended_norm)
+    assert f32.realised_cosine == pytest.approx(1.0, abs=1e-6)
+    assert f32.realised_norm == pytest.approx(f32.intended_norm, rel=1e-4)
+    assert f32.unchanged_fraction < 0.01
+    assert bf16.unchanged_fraction > 0.5 and bf16.realised_cosine < 0.9
+    stored = json.loads((tmp_path / "f32" / MANIFEST_NAME).read_text())
+    assert stored["unchanged_fraction"] == f32.unchanged_fraction

@@ -167,3 +167,31 @@ def test_bad_config_fails_before_any_job_naming_the_key(workdir, override, key):
     text = proc.stdout + proc.stderr
     assert key in text, text[-2000:]
     assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize("centre", ["base", "final"])
+def test_figure6_is_drawn_around_the_configured_centre(workdir, centre):
+    """Issue 36: the landscape was always centred on the final ESOpt checkpoint; the
+    paper's Figure 6 is centred on the base model, now the default."""
+    target = "results/sudoku/h1/esopt/seed0/landscape.parquet"
+    extra = [] if centre == "base" else ["--config", "sudoku={landscape: {centre: final}}"]
+    out = snakemake(workdir, "-n", "-p", target, *extra).stdout
+    command = next(line for line in out.splitlines() if "esopt stage landscape" in line)
+    checkpoint = command.split("--checkpoint ")[1].split()[0]
+    assert f"--centre {centre}" in command
+    if centre == "base":
+        assert checkpoint == "resources/models/smollm2-135m-instruct"
+        assert "evaluate_directions" not in out  # no training needed
+    else:
+        assert checkpoint == "results/sudoku/h1/esopt/seed0/gen020/checkpoint"
+        assert re.search(r"evaluate_directions\s+20\n", out)
+
+
+def test_table6_measures_every_trained_es_run_async_included(workdir):
+    """Table 6's |final - base| fractions come from every ES method's runs: the companions
+    scale trains vanilla ES, CoPES, async ES and low-rank ES, each measured once."""
+    out = snakemake(workdir, "-n", "results/tables/table6.csv", "--config",
+                    "scale=companions").stdout
+    assert re.search(r"update_magnitudes\s+4\n", out)
+    for method in ("vanilla_es", "copes", "async_es", "lowrank_es"):
+        assert f"results/sudoku/h1/{method}/seed0/final/update_magnitudes.json" in out

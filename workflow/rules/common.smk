@@ -90,7 +90,8 @@ def eval_generations(spec):
     return evaluated_generations(spec, METHODS_RUN)
 
 
-# Figure 6: the reward landscape around the final checkpoint of one ES run per H*.
+# Figure 6: the reward landscape of one ES run per H*, around the base model (the paper's
+# figure) or the run's final checkpoint (landscape.centre).
 LANDSCAPES = {s.run_dir: section for s, section in landscape_runs(config)}
 # The report's parts (esopt.report.registry): which runs each reads, the tables and
 # figures it writes; report.smk has one rule per part.
@@ -143,7 +144,8 @@ def es_ledger_input(wildcards):
 
 
 def final_checkpoint(wildcards):
-    """The final checkpoint of the run (the one Figure 6 probes and Table 6 measures)."""
+    """The final checkpoint of the run (the one Table 6 measures; Figure 6's centre with
+    landscape.centre final)."""
     spec = spec_of(wildcards)
     return checkpoint_dir(spec, spec.generations)
 
@@ -155,7 +157,24 @@ def final_checkpoint_input(wildcards):
 
 def landscape_options(wildcards):
     section = LANDSCAPES[spec_of(wildcards).run_dir]
-    return f"--grid {section.grid} --span {section.span} --tasks {section.tasks}"
+    return (f"--grid {section.grid} --span {section.span} --tasks {section.tasks} "
+            f"--centre {section.centre}")
+
+
+def landscape_checkpoint(wildcards):
+    """The landscape's centre: the base model or the run's final checkpoint."""
+    spec = spec_of(wildcards)
+    if LANDSCAPES[spec.run_dir].centre == "base":
+        return spec.model
+    return final_checkpoint(wildcards)
+
+
+def landscape_input(wildcards):
+    """What produces the centre checkpoint (an async or RL run writes all its own)."""
+    spec = spec_of(wildcards)
+    if LANDSCAPES[spec.run_dir].centre == "base":
+        return spec.model
+    return final_checkpoint_input(wildcards)
 
 
 def final_eval_input(wildcards):

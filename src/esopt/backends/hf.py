@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from esopt.backends.hf_decode import (
 )
 from esopt.backends.master import MasterWeightsPolicy
 from esopt.chat import Completion, Conversation, SamplingParams, render_chat
-from esopt.es.apply import add_update_
+from esopt.es.apply import UpdateStats, add_update_
 from esopt.es.copes import subspace_ranges
 from esopt.es.lowrank import is_lowrank, lowrank_chunks
 from esopt.es.noise import NOISE_BLOCK, draw, noise_chunks, perturb_into
@@ -49,6 +49,23 @@ def resolve_dtype(name: str) -> torch.dtype:
     except KeyError:
         raise ValueError(
             f"serving_dtype: unknown {name!r}; choose one of {sorted(DTYPES)}") from None
+
+
+def served_dtypes(serving_dtype: str, shapes: Mapping[str, Sequence[int]]
+                  ) -> dict[str, torch.dtype]:
+    """The dtype each logical tensor is served in under `serving_dtype` (what an update
+    can change where it is served): that dtype for every tensor, or, for bfloat16-weights
+    (esopt.backends.bf16_weights: every nn.Linear and nn.Embedding in bfloat16), bfloat16
+    for the matrices and the biases beside them, float32 for the rest (norms)."""
+    if serving_dtype != BF16_WEIGHTS:
+        dtype = resolve_dtype(serving_dtype)
+        return dict.fromkeys(shapes, dtype)
+    out = {}
+    for name, shape in shapes.items():
+        owner = name.removesuffix(".bias") + ".weight" if name.endswith(".bias") else name
+        matrix = len(shapes.get(owner, shape)) == 2
+        out[name] = torch.bfloat16 if matrix else torch.float32
+    return out
 
 
 class HFPolicy(MasterWeightsPolicy):
@@ -178,11 +195,13 @@ class HFPolicy(MasterWeightsPolicy):
 
     def _noise_of(self, d: Direction, name: str, ranges=None):
         """(flat start, noise) chunks of the direction's noise in tensor `name`: whole
-        (plain ES), the subspace's ranges (CoPES) or the low-rank rows (matrices only)."""
+        (plain ES), the subspace's ranges (CoPES) or, low rank, a matrix's low-rank rows
+        and the other tensors' full-rank noise (or none, without full_rank_vectors)."""
         shape = self.master[name].shape
+        if d.rank is not None and not is_lowrank(shape):
+            return (noise_chunks(d.seed, name, self.master[name].numel(), self.chunk_blocks)
+                    if d.full_rank_vectors else ())
         if d.rank is not None:
-            if not is_lowrank(shape):
-                return ()
             return ((r * shape[1], e.view(-1)) for r, e in lowrank_chunks(d.seed, name, shape,
                                                                         d.rank))
         if d.subspace is not None:
@@ -194,8 +213,9 @@ class HFPolicy(MasterWeightsPolicy):
         for name, p in self._params.items():
             p.data.copy_(self.master[name].view_as(p))
 
-    def _add_to_master(self, update: Update) -> None:
-        add_update_(self.master, update)
+    def _add_to_master(self, update: Update) -> UpdateStats:
+        return add_update_(self.master, update,
+                           {n: p.dtype for n, p in self._params.items()})
 
     def master_weights(self) -> dict[str, torch.Tensor]:
         return self.master

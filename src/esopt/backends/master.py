@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 import torch
 
+from esopt.es.apply import UpdateStats
 from esopt.es.strategy import Direction, Update
 from esopt.runtime.checkpoint import write_checkpoint
 
@@ -32,6 +33,8 @@ class MasterWeightsPolicy(ABC):
     (esopt.backends.factory.load_policy); None for a Hub id or a policy built in memory."""
     population_capable: bool = False
     """Whether several directions can be scored in one population batch."""
+    num_parameters: int
+    """Elements of the logical (master) weights."""
 
     _active: Direction | str | None = None
 
@@ -45,8 +48,9 @@ class MasterWeightsPolicy(ABC):
         """Serve the master weights exactly."""
 
     @abstractmethod
-    def _add_to_master(self, update: Update) -> None:
-        """master += the update (its noise rebuilt from seeds), in float32."""
+    def _add_to_master(self, update: Update) -> UpdateStats | None:
+        """master += the update (its noise rebuilt from seeds), in float32; what it changed
+        in the served weights when the backend can tell (esopt.es.apply.UpdateStats)."""
 
     @abstractmethod
     def master_weights(self) -> dict[str, torch.Tensor]:
@@ -114,15 +118,18 @@ class MasterWeightsPolicy(ABC):
         self._serve_master()
         self._weights_changed()
 
-    def apply(self, update: Update) -> None:
-        """theta += alpha/G * sum_i w_i sign_i eps_i, accumulated in float32 in the master."""
+    def apply(self, update: Update) -> UpdateStats | None:
+        """theta += alpha/G * sum_i w_i sign_i eps_i, accumulated in float32 in the master;
+        returns what the update changed in the served weights (None where the backend
+        cannot tell)."""
         self._check_unperturbed("apply()")
         if update.is_zero:
             log.info("generation %d: zero update, weights unchanged", update.generation)
-            return
+            return UpdateStats.zero(self.num_parameters)
         self._check_supported(update)
-        self._add_to_master(update)
+        stats = self._add_to_master(update)
         self.restore()
+        return stats
 
     def save(self, path: str | os.PathLike, manifest: dict | None = None) -> dict:
         """Write the float32 master, the model's files and the manifest; return the manifest."""

@@ -15,7 +15,7 @@ import re
 
 from esopt.chat import Conversation
 from esopt.data.math import MathProblem, load_problems
-from esopt.envs.base import Environment, StepResult, register
+from esopt.envs.base import REWARD_COMPONENTS, Environment, StepResult, register
 from esopt.envs.math_answers import check_answer, extract_answer
 from esopt.runtime.sandbox import SandboxLimits, run_sandboxed
 
@@ -127,7 +127,8 @@ class MathToolEnv(Environment):
         self.messages.append({"role": "assistant", "content": completion})
         return StepResult(list(self.messages), 1.0 if correct else 0.0, True,
                           {"answer": answer, "gold": self.problem.answer, "correct": correct,
-                           "decided_by": decided_by, **self._info()})
+                           "decided_by": decided_by, **self._info(),
+                           REWARD_COMPONENTS: {"correct": 1.0 if correct else 0.0}})
 
     @property
     def success(self) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from esopt.chat import Conversation
 from esopt.envs.actions import parse_sudoku_action
-from esopt.envs.base import Environment, StepResult, register
+from esopt.envs.base import REWARD_COMPONENTS, Environment, StepResult, register
 from esopt.envs.sudoku_board import (
     box_shape,
     conflict,
@@ -188,6 +188,9 @@ class SudokuEnv(Environment):
             reward = float(solved)
         else:
             reward = info["cells_correct"] / self.blanks
+        # One part: the board (no format reward; `parsed` and `valid` say how moves read).
+        info[REWARD_COMPONENTS] = {"solved" if self.reward_kind == "binary" else "cells":
+                                   reward}
         return StepResult(self.observation(), reward, done, info)
 
     def _apply(self, r: int, c: int, v: int) -> str:

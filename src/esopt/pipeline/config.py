@@ -167,9 +167,9 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
                 _sigma_config(exp, h, m), es.generations))
             for seed in exp.seeds:
                 es_config = _check(f"{name}.es", lambda s=schedule, seed=seed, m=method: ESConfig(
-                    population_size=es.population_size, alpha=es.alpha, sigma=s,
-                    shaping=es.shaping, antithetic=es.antithetic, run_seed=seed,
-                    **_companion_options(es, m)))
+                    **{"population_size": es.population_size, "alpha": es.alpha, "sigma": s,
+                       "shaping": es.shaping, "antithetic": es.antithetic, "run_seed": seed,
+                       **_companion_options(es, m)}))
                 specs.append(_check(name, lambda kw=dict(
                     horizon=h, method=method, seed=seed, es=es_config,
                     asynchrony=asynchrony,
@@ -214,11 +214,14 @@ def landscape_runs(config: dict | Config) -> list[tuple[RunSpec, LandscapeSectio
 
 
 def _companion_options(es, method: str) -> dict:
-    """ESConfig fields of the companion methods: CoPES subspaces, low-rank rank."""
+    """ESConfig fields of the companion methods (over the shared ones): CoPES subspaces,
+    low-rank ES's rank, mirrored sampling and vector noise."""
     if method == "copes":
-        return {"subspaces": es.copes.subspaces, "subspace_chunk": es.copes.chunk_elements}
+        return {"subspaces": es.copes.subspaces, "subspace_chunk": es.copes.chunk_elements,
+                "subspace_normalisation": es.copes.normalisation}
     if method == "lowrank_es":
-        return {"rank": es.lowrank_es.rank}
+        return {"rank": es.lowrank_es.rank, "antithetic": es.lowrank_es.antithetic,
+                "full_rank_vectors": es.lowrank_es.full_rank_vectors}
     return {}
 
 

@@ -3,15 +3,25 @@ theirs as they train: esopt.pipeline.rl, esopt.pipeline.async_run).
 
 One `LedgerRow` per generation: the directions' generation and noise seconds, FLOPs,
 turns and peak memory, the spread of their fitness (mean, std, min, max over the finite
-ones, weighted by episodes), and the update's time and memory.
+ones, weighted by episodes), the update's time and memory, and the diagnostics: directions
+tied on fitness, the realised update where the weights are served (its norm, cosine with
+the float32 update, weights left unchanged: measured by the update stage), the reward split
+by the environment's components, and the diversity of the directions' outputs.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
+from esopt.pipeline.diagnostics import (
+    components_json,
+    distinct_completions,
+    mean_components,
+    tied_fraction,
+)
 from esopt.pipeline.lineage import generation_dir, update_record_path
 from esopt.pipeline.records import RewardTable, UpdateManifest
 from esopt.pipeline.spec import ES_METHODS, RunSpec
@@ -56,5 +66,21 @@ def es_ledger(spec: RunSpec, out: str | Path) -> Path:
             tokens=int(np.sum(t.column("completion_tokens"))),
             # Environment errors: failed episodes, and the directions the update excluded.
             failed_episodes=int(np.sum(t.column("failed_episodes"))),
-            excluded_directions=len(update.excluded))
+            excluded_directions=len(update.excluded),
+            **generation_diagnostics(t.fitness, update.weights,
+                                     [json.loads(c) for c in t.column("reward_components")],
+                                     n_episodes, t.column("completion_digests")),
+            intended_norm=update.intended_norm, realised_norm=update.realised_norm,
+            realised_cosine=update.realised_cosine,
+            unchanged_fraction=update.unchanged_fraction)
     return ledger.write(out, spec.to_json())
+
+
+def generation_diagnostics(fitness, weights, components, episodes, digests) -> dict:
+    """The ledger's diagnostics of one generation (ES or async update) from its directions:
+    fitness ties, whether the update had any signal, the reward parts (episode-weighted
+    over directions) and the diversity of their outputs."""
+    return {"tied_fraction": tied_fraction(fitness),
+            "zero_signal": not any(weights),
+            "reward_components": components_json(mean_components(components, episodes)),
+            "distinct_completions": distinct_completions(digests)}

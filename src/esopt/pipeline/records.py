@@ -27,6 +27,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from esopt.pipeline.diagnostics import (
+    components_json,
+    episode_components,
+    mean_components,
+    trajectory_digest,
+)
 from esopt.pipeline.objective import fitness
 from esopt.runtime.atomic import write_json_atomic, write_parquet_atomic
 
@@ -190,12 +196,20 @@ class RewardRow:
     generate_s: float
     flops: float
     noise_fingerprint: str | None
+    reward_components: str = "{}"
+    """The mean over its episodes of each named part of the reward (the environments'
+    step info `reward_components`), a JSON object; {} where the environment has none."""
+    completion_digests: list[str] = field(default_factory=list)
+    """Per task (task_seeds order), a hash of the episode's completions: directions with
+    equal digests on a task wrote the same text (the ledger's output diversity)."""
 
     @classmethod
     def of(cls, d: DirectionResult, failed_reward: float | None = None) -> RewardRow:
         """The reward-table row of a direction's record."""
         e = d.episodes.to_pydict()
         rewards, failed = d.task_rewards, d.task_failed
+        turns = e.get("turns") or [[] for _ in rewards]
+        components = [episode_components(json.loads(t["info"]) for t in ts) for ts in turns]
         return cls(
             generation=d.generation, direction=d.direction, direction_seed=d.direction_seed,
             sign=d.sign, sigma=d.sigma, fitness=fitness(rewards, failed, failed_reward),
@@ -207,7 +221,10 @@ class RewardRow:
             wall_s=d.direction_wall_s, worker=d.worker, worker_load_s=d.worker_load_s,
             worker_shard=list(d.worker_shard), peak_rss_mb=d.peak_rss_mb,
             peak_memory_mb=d.peak_memory_mb, generate_s=d.generate_s, flops=d.flops,
-            noise_fingerprint=d.noise_fingerprint)
+            noise_fingerprint=d.noise_fingerprint,
+            reward_components=components_json(mean_components(components)),
+            completion_digests=[trajectory_digest([t["completion"] for t in ts])
+                                for ts in turns])
 
 
 @dataclass(frozen=True)
@@ -246,6 +263,8 @@ class RewardTable:
         for name, default in (("failed", False), ("failed_episodes", 0)):
             d.setdefault(name, [default] * table.num_rows)
         d.setdefault("task_failed", [[False] * len(s) for s in d["task_seeds"]])
+        d.setdefault("reward_components", ["{}"] * table.num_rows)
+        d.setdefault("completion_digests", [[] for _ in range(table.num_rows)])
         names = [f.name for f in fields(RewardRow)]
         return cls(tuple(RewardRow(**{n: d[n][i] for n in names})
                          for i in range(table.num_rows)))
@@ -294,6 +313,16 @@ class UpdateManifest:
     sha256: str = ""
     num_parameters: int = 0
     noise_spec: str = ""
+    full_rank_vectors: bool = False
+    """Low-rank ES: the non-matrix tensors got full-rank noise (False before the option)."""
+    intended_norm: float | None = None
+    """L2 norm of the float32 update (esopt.es.apply.UpdateStats; None in older records)."""
+    realised_norm: float | None = None
+    """L2 norm of what the update changed in the weights as served (serving_dtype)."""
+    realised_cosine: float | None = None
+    """Cosine of the realised with the intended update (None for a zero update)."""
+    unchanged_fraction: float | None = None
+    """Fraction of the weights whose served value the update left unchanged."""
     record: str = f"{KIND}/{VERSION}"
 
     def to_dict(self) -> dict:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, fields
 from esopt.ahd.problems import PROBLEMS
 from esopt.chat import SamplingParams
 from esopt.context.search import SearchConfig
-from esopt.es.async_es import AsyncConfig
+from esopt.es.async_es import ARRIVALS, AsyncConfig
 from esopt.es.schedules import SCHEDULE_KINDS
 from esopt.es.shaping import SHAPINGS
-from esopt.es.strategy import ESConfig
+from esopt.es.strategy import SUBSPACE_NORMALISATIONS, ESConfig
 from esopt.pipeline.schema import option
 from esopt.pipeline.spec import (
     ASYNC_METHODS,
@@ -31,6 +31,8 @@ from esopt.pipeline.spec import (
 from esopt.runtime.sandbox import SandboxLimits
 
 EXPERIMENTS = ("sudoku", "countdown", "math", "docvqa", "web", "ahd")
+# Figure 6's centre: the base model (the paper's figure) or the run's final checkpoint.
+LANDSCAPE_CENTRES = ("base", "final")
 AHD_PROBLEMS = tuple(PROBLEMS)
 AHD_METHODS = ("sample", "esopt_sample", "eoh", "esopt_eoh")
 
@@ -105,7 +107,8 @@ class MethodSigmas:
     vanilla_es: Sigma = option(factory=Sigma, help="schedule of vanilla_es")
     esopt: Sigma = option(factory=Sigma, help="schedule of esopt")
     copes: Sigma = option(factory=Sigma, help="schedule of copes (directions perturb at "
-                                               "sigma * sqrt(K))")
+                                               "sigma * sqrt(K) under the paper's "
+                                               "normalisation)")
     async_es: Sigma = option(factory=Sigma, help="schedule of async_es")
     lowrank_es: Sigma = option(factory=Sigma, help="schedule of lowrank_es")
 
@@ -131,31 +134,54 @@ class CoPESSection:
     chunk_elements: int = option(ESConfig.subspace_chunk, "elements per parameter chunk, "
                                                           "the unit of the partition",
                                  minimum=1)
+    normalisation: str = option(ESConfig.subspace_normalisation,
+                                "paper: directions at sigma*sqrt(K), step alpha z / N_k (the "
+                                "CoPES paper, arXiv:2608.02391 Eqs. 11, 13: per-element step "
+                                "sqrt(K) x ES's); matched: sigma and alpha z / sqrt(G N_k) "
+                                "(per-element perturbation and step equal to ES's)",
+                                choices=SUBSPACE_NORMALISATIONS)
 
 
 @dataclass(frozen=True)
 class AsyncSection:
-    """Bounded-staleness asynchronous ES (one coordinator job per run)."""
+    """Bounded-staleness asynchronous ES (one coordinator job per run): update t uses the
+    results that have arrived with lag <= L (esopt.es.async_es)."""
 
     max_lag: int = option(AsyncConfig.max_lag, "L: results with lag <= L are accepted "
                                                 "(0: synchronous ES)", minimum=0)
+    arrivals: str = option(AsyncConfig.arrivals, "when results arrive: stragglers (the "
+                                                  "stress tests: a fraction delayed by "
+                                                  "`delay` updates) or natural (N workers "
+                                                  "whose completion times vary)",
+                           choices=ARRIVALS)
     delayed_fraction: float = option(AsyncConfig.delayed_fraction,
-                                     "stress test: fraction of results delayed (by hash)",
-                                     minimum=0, exclusive_maximum=1)
-    delay: int = option(AsyncConfig.delay, "stress test: updates a delayed result arrives "
-                                           "late", minimum=1)
+                                     "stragglers: fraction of results delayed (by hash); 1 = "
+                                     "every fitness measurement stale", minimum=0, maximum=1)
+    delay: int = option(AsyncConfig.delay, "stragglers: updates a delayed result arrives "
+                                           "late (accepted when <= max_lag)", minimum=1)
+    duration_spread: float = option(AsyncConfig.duration_spread,
+                                    "natural: std of the log of an evaluation's duration "
+                                    "(update periods, median 1; 0 = synchronous)", minimum=0)
 
     def async_config(self) -> AsyncConfig:
         return AsyncConfig(max_lag=self.max_lag, delayed_fraction=self.delayed_fraction,
-                           delay=self.delay)
+                           delay=self.delay, arrivals=self.arrivals,
+                           duration_spread=self.duration_spread)
 
 
 @dataclass(frozen=True)
 class LowRankSection:
-    """Low-rank (EGGROLL-style) ES: matrices get rank-r noise A B^T / sqrt(r); vectors
-    are not perturbed."""
+    """Low-rank (EGGROLL-style) ES: matrices get rank-r noise A B^T / sqrt(r). The
+    defaults are EGGROLL's reference (ESHyperscale/HyperscaleES, noiser/eggroll.py):
+    mirrored pairs, and full-rank noise on the other tensors."""
 
     rank: int = option(1, "r: rank of every matrix's noise", minimum=1)
+    antithetic: bool = option(True, "mirrored pairs theta +- sigma eps (EGGROLL's; replaces "
+                                    "es.antithetic for this method; G must be even)")
+    full_rank_vectors: bool = option(ESConfig.full_rank_vectors,
+                                     "1-D tensors (norms, biases) get full-rank Gaussian "
+                                     "noise at sigma (EGGROLL's freeze_nonlora=False); false: "
+                                     "only matrices are perturbed")
 
 
 @dataclass(frozen=True)
@@ -207,24 +233,29 @@ class EvalSection:
 
 @dataclass(frozen=True)
 class LandscapeSection:
-    """Figure 6: the training reward on a plane through the final checkpoint of one ES run
-    per H* (the first seed): theta + x sigma_0 eps_a + y sigma_0 eps_b on a grid x K grid
-    of (x, y) in [-span, span]^2, every point on the same tasks and sampling seed."""
+    """Figure 6: the training reward on a plane through a centre theta, for one ES run per
+    H* (the first seed): theta + x sigma_0 eps_a + y sigma_0 eps_b on a grid x K grid of
+    (x, y) in [-span, span]^2, every point on the same tasks and sampling seed; theta is
+    the base model (the paper's Figure 6) or the run's final checkpoint."""
 
     enabled: bool = option(True, "compute the landscapes and Figure 6")
-    method: str = option("esopt", "the ES run whose final checkpoint is probed (nothing is "
-                                  "computed when the experiment does not run it)",
+    method: str = option("esopt", "the ES run whose sigma_0, seeds and tasks the landscape "
+                                  "uses (nothing is computed when the experiment does not "
+                                  "run it)",
                          choices=ES_METHODS + ASYNC_METHODS)
-    grid: int = option(5, "K: points per axis, odd so that the checkpoint is the centre "
-                          "point (K^2 x tasks episodes per H*)", minimum=3)
+    centre: str = option("base", "the plane's centre: base (the base model, as the paper's "
+                                 "Figure 6) or final (the run's final checkpoint)",
+                         choices=LANDSCAPE_CENTRES)
+    grid: int = option(5, "K: points per axis, odd so that the centre is a grid point "
+                          "(K^2 x tasks episodes per H*)", minimum=3)
     span: float = option(2.0, "the grid's half-width in units of the run's sigma_0",
                          exclusive_minimum=0)
     tasks: int = option(8, "training-distribution tasks every grid point plays", minimum=1)
 
     def __post_init__(self) -> None:
         if self.grid % 2 == 0:
-            raise ValueError(f"grid must be odd (the checkpoint is the centre "
-                             f"point), got {self.grid}")
+            raise ValueError(f"grid must be odd (the centre is a grid point), got "
+                             f"{self.grid}")
 
 
 @dataclass(frozen=True)
@@ -256,7 +287,7 @@ class ExperimentSection:
                                                  "bounds (when skills is true)")
     landscape: LandscapeSection = option(factory=LandscapeSection,
                                          help="Figure 6: the reward landscape around the "
-                                              "final checkpoint")
+                                              "base model (or the final checkpoint)")
 
 
 @dataclass(frozen=True)
@@ -269,8 +300,8 @@ class CountdownSection(ExperimentSection):
     horizons: list[int] = option(factory=lambda: [1], item_minimum=1,
                                  help="labels of the runs (Countdown is single-turn)")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (off by default: Figure 6 is "
+                                         help="the reward landscape around the base "
+                                              "model (off by default: Figure 6 is "
                                               "Sudoku's)")
 
 
@@ -281,8 +312,8 @@ class MathSection(ExperimentSection):
 
     env: str = option("math_tool", "registered environment name")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (Figure 6 is the paper's Sudoku "
+                                         help="the reward landscape around the base "
+                                              "model (Figure 6 is the paper's Sudoku "
                                               "figure: off here by default)")
 
 
@@ -299,8 +330,8 @@ class DocVQASection(ExperimentSection):
                                 help="methods to run: No Skill (base), Agentic ESOpt, "
                                      "Agentic GRPO")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (Figure 6 is the paper's Sudoku "
+                                         help="the reward landscape around the base "
+                                              "model (Figure 6 is the paper's Sudoku "
                                               "figure: off here by default)")
 
 @dataclass(frozen=True)
@@ -318,8 +349,8 @@ class WebSection(ExperimentSection):
     eval: EvalSection = option(factory=lambda: EvalSection(env_options={"split": "test"}),
                                help="held-out evaluation (the test split by default)")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (off by default: Figure 6 is "
+                                         help="the reward landscape around the base "
+                                              "model (off by default: Figure 6 is "
                                               "Sudoku's)")
 
 

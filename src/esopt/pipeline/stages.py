@@ -27,6 +27,7 @@ from submitit.helpers import Checkpointable
 from esopt.agent.evaluate import evaluate
 from esopt.agent.trajectories import episodes_table
 from esopt.backends.factory import load_policy
+from esopt.backends.hf import served_dtypes
 from esopt.envs.base import make_env
 from esopt.es.apply import add_update_
 from esopt.es.noise import NOISE_SPEC, noise_fingerprint
@@ -233,14 +234,21 @@ def update_checkpoint(spec: RunSpec, generation: int, checkpoint: str, rewards: 
     load_s = time.perf_counter() - t_load
     check_fingerprints(table, names, rewards)
     if policy is not None:
-        policy.apply(update)
+        stats = policy.apply(update)
     else:
-        add_update_(master, update)
+        stats = add_update_(master, update, served_dtypes(
+            spec.serving_dtype, {n: t.shape for n, t in master.items()}))
+    measured = stats.to_dict() if stats is not None else {}
     manifest = UpdateManifest(
         generation=generation + 1, parent_sha256=parent,
         seeds=list(update.seeds), signs=list(update.signs), weights=list(update.weights),
         excluded=list(update.excluded), sigma=update.sigma, alpha=update.alpha,
         scale=update.scale, subspaces=[asdict(s) for s in update.subspaces], rank=update.rank,
+        full_rank_vectors=update.full_rank_vectors,
+        intended_norm=measured.get("intended_norm"),
+        realised_norm=measured.get("realised_norm"),
+        realised_cosine=measured.get("realised_cosine"),
+        unchanged_fraction=measured.get("unchanged_fraction"),
         rewards=finite_or_none(table.fitness),
         failed_directions=[r.direction for r in table.rows if r.failed],
         config=spec.config_dict(), identity=identity_hash(spec.identity_json()),

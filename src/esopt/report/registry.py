@@ -242,7 +242,7 @@ def es_runs_with_updates(ctx: ReportContext) -> list[RunSpec]:
 
 
 def landscape_runs(ctx: ReportContext) -> list[RunSpec]:
-    """Figure 6: the runs whose final checkpoint the config probes."""
+    """Figure 6: the runs whose landscape the config computes (landscape.parquet)."""
     return [s for s in ctx.specs if s.run_dir in ctx.landscapes]
 
 
@@ -416,7 +416,8 @@ PARTS: tuple[ReportPart, ...] = (
         inputs=lambda ctx: _magnitude_files(es_runs_with_updates(ctx))),
     ReportPart(
         "figure6", "the landscape runs (config landscape): landscape.parquet",
-        (figure("fig6", "Figure 6: reward landscapes around the final checkpoint", SUDOKU),),
+        (figure("fig6", "Figure 6: reward landscapes around the base model (landscape.centre)",
+                SUDOKU),),
         runs=landscape_runs, build=build_figure6,
         inputs=lambda ctx: _landscape_files(landscape_runs(ctx))),
     ReportPart(

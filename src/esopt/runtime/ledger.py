@@ -116,7 +116,33 @@ class LedgerRow:
     discarded: int | None = None
     """async ES: results discarded for a lag over the bound."""
     mean_lag: float | None = None
-    """async ES: mean lag of the results used."""
+    """async ES: mean lag of the results used (NaN when none was)."""
+    accepted: int | None = None
+    """async ES: results the update used (at most G)."""
+    stale_accepted: int | None = None
+    """async ES: results used with lag >= 1 (stale fitness measurements)."""
+    max_lag_used: int | None = None
+    """async ES: the largest lag among the results used (at most L)."""
+    # ES diagnostics (esopt.pipeline.diagnostics, esopt.es.apply.UpdateStats); None for RL.
+    tied_fraction: float | None = None
+    """The largest group of directions tied on one fitness, over G (1: no signal, 1/G: all
+    differ)."""
+    zero_signal: bool | None = None
+    """The update had no signal (every shaped weight 0): the weights did not move."""
+    intended_norm: float | None = None
+    """L2 norm of the float32 update."""
+    realised_norm: float | None = None
+    """L2 norm of what the update changed in the weights as served (serving_dtype)."""
+    realised_cosine: float | None = None
+    """Cosine of the realised with the intended update (None for a zero update)."""
+    unchanged_fraction: float | None = None
+    """Fraction of the weights whose served value the update left unchanged."""
+    reward_components: str | None = None
+    """Mean episode reward split into the environment's named parts (JSON object; {} when
+    the environment has none)."""
+    distinct_completions: float | None = None
+    """Output diversity across directions: distinct trajectories per task over G (1/G: all
+    directions wrote the same, 1: all differ), averaged over the generation's tasks."""
 
 
 LEDGER_KIND = "ledger/2"
