@@ -65,3 +65,14 @@ def eval_summary_json(**fields) -> str:
                     per_repeat=[0.0], peak_rss_mb=0.0, peak_memory_mb=0.0, wall_s=0.0,
                     load_s=0.0, checkpoint_sha256=None)
     return json.dumps(dataclasses.asdict(EvalSummary(**{**defaults, **fields})))
+
+
+def update_manifest(**fields):
+    """An UpdateManifest with neutral values for what a test does not set."""
+    from esopt.pipeline.records import UpdateManifest
+
+    defaults = dict(generation=1, parent_sha256="p", seeds=[], signs=[], weights=[],
+                    excluded=[], sigma=1e-3, alpha=1e-3, scale=0.0, subspaces=[], rank=None,
+                    rewards=[], failed_directions=[], config={}, identity="",
+                    update_wall_s=0.0, load_s=0.0, peak_rss_mb=0.0, peak_memory_mb=0.0)
+    return UpdateManifest(**{**defaults, **fields})

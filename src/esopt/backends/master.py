@@ -81,7 +81,7 @@ class MasterWeightsPolicy(ABC):
         if self._active is not None:
             what = (f"along direction {self._active.index}"
                     if isinstance(self._active, Direction) else f"({self._active})")
-            raise RuntimeError(f"{action} while perturbed {what}: leave the block first")
+            raise RuntimeError(f"{action}: already perturbed {what}; leave the block first")
 
     @contextmanager
     def perturbed(self, direction: Direction) -> Iterator[MasterWeightsPolicy]:

@@ -339,6 +339,12 @@ def _magnitude_files(specs: list[RunSpec]) -> list[str]:
     return [f"{s.run_dir}/final/update_magnitudes.json" for s in specs]
 
 
+def build_diagnostics(job: PartJob) -> None:
+    from esopt.report.diagnostics import build_part
+
+    build_part(job)
+
+
 def build_figure6(job: PartJob) -> None:
     from esopt.report.landscape import figure6
 
@@ -414,6 +420,14 @@ PARTS: tuple[ReportPart, ...] = (
                "ES update magnitudes"),),
         runs=es_runs_with_updates, build=build_table6,
         inputs=lambda ctx: _magnitude_files(es_runs_with_updates(ctx))),
+    ReportPart(
+        "diagnostics", "trained ES runs: ledgers and final/update_magnitudes.json",
+        (table("diagnostics", "ES diagnostics per run", "ES diagnostics"),
+         figure("diagnostics", "ES diagnostics per generation", "ES diagnostics",
+                caption="diagnostics_fig")),
+        runs=es_runs_with_updates, build=build_diagnostics,
+        inputs=lambda ctx: [f"{s.run_dir}/{f}" for s in es_runs_with_updates(ctx)
+                            for f in ("ledger.parquet", "final/update_magnitudes.json")]),
     ReportPart(
         "figure6", "the landscape runs (config landscape): landscape.parquet",
         (figure("fig6", "Figure 6: reward landscapes around the base model (landscape.centre)",
