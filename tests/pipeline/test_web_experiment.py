@@ -127,6 +127,6 @@ def test_the_evaluation_stage_plays_web_episodes_with_a_tiny_model(tiny_dir, tmp
     table = pq.read_table(out).to_pylist()
     assert [r["task_seed"] for r in table] == [0, 1, 2, 3, 4]
     assert all(r["num_turns"] == spec.horizon for r in table)  # the budget ran out
-    assert eval_summary(out)["success_mean"] == 0.0
+    assert eval_summary(out).success_mean == 0.0
     assert set(site_successes(out, spec.eval_env_kwargs)) == {"all", "forum", "gitlab", "cms",
                                                               "map", "shop"}

@@ -44,10 +44,10 @@ def test_every_part_writes_its_own_files_each_with_a_caption_and_title():
             assert a.caption_file.startswith(CAPTIONS) and a.title and a.category
 
 
-def test_the_default_tiny_run_has_the_sudoku_parts_table6_and_figure6():
+def test_the_default_tiny_run_has_the_sudoku_parts_table6_diagnostics_and_figure6():
     ctx = ReportContext.from_config(_config())
     assert [p.name for p in active_parts(ctx)] == ["sudoku_tables", "sudoku_figures", "table6",
-                                                   "figure6"]
+                                                   "diagnostics", "figure6"]
     assert ctx.landscapes == ("results/sudoku/h1/esopt/seed0",) and ctx.skill_experiments == ()
     assert get_part("figure6").input_files(ctx) == [
         "results/sudoku/h1/esopt/seed0/landscape.parquet"]
@@ -80,7 +80,7 @@ def test_a_part_the_config_lacks_is_refused_naming_it():
 
 def test_docvqa_has_table3_and_figure9_from_its_trained_runs():
     ctx = ReportContext.from_config(_config("docvqa"))
-    assert [p.name for p in active_parts(ctx)] == ["table6", "math", "figure9"]
+    assert [p.name for p in active_parts(ctx)] == ["table6", "diagnostics", "math", "figure9"]
     run = "results/docvqa/h2/{}/seed0"
     assert get_part("math").input_files(ctx) == [
         f"{run.format(m)}/final/eval.parquet" for m in ("base", "esopt", "grpo")]
