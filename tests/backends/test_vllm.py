@@ -214,16 +214,20 @@ def test_pipeline_stages_run_on_the_vllm_backend(smollm2_dir, tmp_path, monkeypa
     assert table.column("direction") == [0, 1] and all(f > 0 for f in table.column("flops"))
     # A 135M model rarely solves a puzzle in 2 tries: set distinct fitness so that the
     # update is not zero (the seeds, which the update checks, stay the run's).
-    RewardTable(tuple(replace(row, fitness=f) for row, f in zip(table.rows, (0.0, 1.0),
-                                                                 strict=True))
-                ).write("rewards.parquet", spec)
+    rewards = RewardTable(tuple(replace(row, fitness=f)
+                                for row, f in zip(table.rows, (0.0, 1.0), strict=True)))
+    # The backend is part of a run's identity (its episodes differ), so each backend's
+    # update reads the same fitness values from a table stamped with its own run.
+    specs = {b: replace(spec, backend=b) for b in ("vllm", "hf")}
+    for b, s in specs.items():
+        rewards.write(f"rewards-{b}.parquet", s)
     # Without its manifest the base directory is loaded by each backend, which applies the
     # update; with it, the stage updates the file's tensors: all three agree.
     plain = without_manifest(smollm2_dir, tmp_path / "plain")
-    shas = {b: update_checkpoint(replace(spec, backend=b), 0, str(plain),
-                                 "rewards.parquet", f"ckpt-{b}").sha256
-            for b in ("vllm", "hf")}
-    shas["file"] = update_checkpoint(spec, 0, str(smollm2_dir), "rewards.parquet",
+    shas = {b: update_checkpoint(s, 0, str(plain), f"rewards-{b}.parquet",
+                                 f"ckpt-{b}").sha256
+            for b, s in specs.items()}
+    shas["file"] = update_checkpoint(spec, 0, str(smollm2_dir), "rewards-vllm.parquet",
                                      "ckpt-file").sha256
     assert shas["vllm"] == shas["hf"] == shas["file"] != checkpoint_sha256(smollm2_dir)
 
