@@ -48,7 +48,14 @@ from esopt.agent.rollout import run_episodes
 from esopt.baselines.scoring import prefix_shared_forward
 from esopt.chat import SamplingParams
 from esopt.envs.base import make_env
-from esopt.runtime.ledger import ModelShape, forward_flops, rollout_flops
+from esopt.runtime.ledger import (
+    GRPO_PASSES,
+    TRAIN_FORWARDS,
+    ModelShape,
+    RLPasses,
+    forward_flops,
+    rollout_flops,
+)
 
 # TRL's GRPOConfig.loss_type values whose aggregation is implemented here (TRL 1.16):
 #   grpo:    per sequence, sum over its tokens / its tokens; mean over sequences
@@ -381,7 +388,7 @@ class GRPOTrainer(PolicyTrainer):
         grad_norm = torch.nn.utils.clip_grad_norm_(self.train_params, self.cfg.max_grad_norm)
         self.optimizer.step()
         self.finish_step()
-        flops = step_flops(self.shape, episodes, batch, score_passes=1)
+        flops = step_flops(self.shape, episodes, batch, GRPO_PASSES)
         return {"step": self.steps, **stats, "grad_norm": float(grad_norm),
                 **episode_stats(episodes), "reward_mean": float(rewards.mean()),
                 "tokens": batch.completion_tokens, "generate_s": t_gen,
@@ -420,18 +427,18 @@ class GRPOTrainer(PolicyTrainer):
         return {"loss": loss_sum, "score_s": t_score, **stats}
 
 
-def step_flops(shape: ModelShape, episodes, batch: TokenBatch, score_passes: int,
-               trained_models: int = 1) -> dict:
-    """FLOPs of an RL step by phase: generating the rollouts, `score_passes` no-gradient
+def step_flops(shape: ModelShape, episodes, batch: TokenBatch, passes: RLPasses) -> dict:
+    """FLOPs of an RL step by phase: generating the rollouts, `passes.score` no-gradient
     passes over the batch (the reference; PPO also the critic's old values), and one
-    forward + backward (3x a forward) of each of `trained_models` (PPO: the policy and the
-    critic, counted as the model's size). Nominal counts, as the paper's: every sequence
-    in full, whatever prefix sharing saves (ES rollouts are counted the same way)."""
+    forward + backward (TRAIN_FORWARDS x a forward) of each of `passes.trained` models
+    (PPO: the policy and the critic, counted as the model's size). Nominal counts, as the
+    paper's: every sequence in full, whatever prefix sharing saves (ES rollouts are counted
+    the same way)."""
     forward = sum(forward_flops(shape, n, 0) for n in batch.attention_mask.sum(dim=1).tolist())
     return {
         "generate": rollout_flops(shape, episodes),
-        "score": score_passes * forward,
-        "train": 3.0 * trained_models * forward,
+        "score": passes.score * forward,
+        "train": TRAIN_FORWARDS * passes.trained * forward,
     }
 
 

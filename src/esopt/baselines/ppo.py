@@ -38,6 +38,7 @@ from esopt.baselines.grpo import (
     turn_samples,
 )
 from esopt.chat import SamplingParams
+from esopt.runtime.ledger import PPO_PASSES
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ class PPOTrainer(PolicyTrainer):
         self.finish_step()
         # Scoring: the critic's old values and the reference; training: the policy's and
         # the critic's forward + backward.
-        flops = step_flops(self.shape, episodes, batch, score_passes=2, trained_models=2)
+        flops = step_flops(self.shape, episodes, batch, PPO_PASSES)
         return {"step": self.steps, **stats, **episode_stats(episodes),
                 "tokens": batch.completion_tokens, "generate_s": t_gen,
                 "update_s": time.perf_counter() - t1 - stats["score_s"],

@@ -49,6 +49,35 @@ def forward_flops(shape: ModelShape, prompt_tokens: int, completion_tokens: int)
     return 2.0 * shape.n_params * tokens + 4.0 * shape.n_layers * shape.d_model * attended
 
 
+# Training FLOPs of a token, as multiples of its forward pass: forward + backward (the
+# backward ~2x the forward: gradients of activations and of weights).
+TRAIN_FORWARDS = 3.0
+
+
+@dataclass(frozen=True)
+class RLPasses:
+    """What an RL step runs over each rollout's tokens besides generating them: no-gradient
+    scoring passes, and models trained (one forward + backward each)."""
+
+    score: int
+    trained: int
+
+    @property
+    def episode_forwards(self) -> float:
+        """An RL episode's FLOPs in forward passes of its tokens: its rollout (1), the
+        scoring passes, and TRAIN_FORWARDS per trained model. Every pass sees the same
+        tokens with the same attention (ledger accounting), so this is exact for equal
+        token counts."""
+        return 1.0 + self.score + TRAIN_FORWARDS * self.trained
+
+
+# GRPO scores the reference and trains the policy; PPO also the critic's old values, and
+# trains the critic (counted as the model's size).
+GRPO_PASSES = RLPasses(score=1, trained=1)
+PPO_PASSES = RLPasses(score=2, trained=2)
+RL_PASSES = {"grpo": GRPO_PASSES, "grpo_b": GRPO_PASSES, "ppo": PPO_PASSES}
+
+
 def rollout_flops(shape: ModelShape, episodes) -> float:
     """FLOPs of playing `episodes`: each turn's prompt and completion through the model."""
     return sum(forward_flops(shape, t.prompt_tokens, t.completion_tokens)
