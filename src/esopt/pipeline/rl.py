@@ -136,7 +136,7 @@ def train_rl(spec: RunSpec, out_dir: str | Path, threads: int = 2) -> Path:
                  spec.rl.steps, stats["reward_mean"], stats["success"], stats["turns"],
                  stats["generate_s"] + stats["score_s"] + stats["update_s"],
                  stats["generate_s"], stats["score_s"], stats["update_s"],
-                 row["peak_memory_mb"])
+                 row.peak_memory_mb)
         progress.update()
     meta = {"config": spec.to_json()}
     write_parquet_atomic(pa.concat_tables(trajectories, promote_options="default"),
