@@ -111,3 +111,15 @@ def test_budget_and_seeds_refuse_what_cannot_run():
     with pytest.raises(ConfigError, match="countdown.seeds_by_method.esopt: need one or more "
                                           "distinct seeds"):
         run_specs(cfg)
+
+
+def test_grpo_in_the_tiny_all_would_take_64_steps():
+    """The estimate in config.yaml's countdown comment: GRPO at the tiny `all`'s ESOpt
+    FLOPs (20 generations of G=16 x 16 tasks) takes 64 steps of 16 episodes, kept at 32."""
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    cfg["countdown"]["methods"] = ["base", "esopt", "grpo"]
+    cfg["countdown"]["rl"] = {"budget": {"match_flops_of": "esopt"}, "tasks_per_step": 4,
+                              "group_size": 4}
+    grpo = next(s for s in run_specs(cfg) if (s.experiment, s.method) == ("countdown", "grpo"))
+    assert (grpo.rl.steps, grpo.kept_generations()) == (64, [0, 32, 64])
+    assert grpo.rl.steps * 16 == 1024
