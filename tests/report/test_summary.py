@@ -118,3 +118,31 @@ def test_docvqa_shows_anls_not_exact_match(tmp_path, monkeypatch):
                                       ["ANLS", rows[1][5]]] and rows[1][5].startswith("62.5")
     assert "+25.0 ANLS points vs base" in headline(list(results.values()))
     assert "x 4 documents" in headline(list(results.values()))
+
+
+def test_first_page_has_esopt_minus_each_method_with_its_ci(specs):
+    """Issue 37: where ESOpt ran beside another method, the first page gives ESOpt minus
+    that method, paired by seed and task. ESOpt solves boards 100, 102, 104, 106 (which
+    vanilla ES gave up) and 109-115 odd (which it never got): +8 of 64 per seed."""
+    results = method_results(specs)
+    by = {r.method: r for r in results}
+    assert by["esopt"].vs_esopt is None
+    assert by["vanilla_es"].vs_esopt.mean == pytest.approx(8 / 64)
+    assert by["vanilla_es"].vs_esopt.seeds == 2 and by["vanilla_es"].vs_esopt.excludes_zero
+    assert by["base"].vs_esopt.mean == pytest.approx(by["esopt"].vs_base.mean)
+    header, rows = summary_rows(results)
+    assert header[-1] == "ESOpt minus [95% CI]"
+    row = {r[2]: r for r in rows}
+    assert row["Vanilla ES"][-1].startswith("+12.5 [") and row["Vanilla ES"][-1].endswith("*")
+    assert row["Agentic ESOpt"][-1] == "–"
+    text = headline(results)
+    assert ("Agentic ESOpt minus Vanilla ES at H*=1 (sudoku): +12.5 success points [" in text
+            and "] over 2 seeds x 64 boards: ESOpt better." in text)
+    assert "Agentic ESOpt minus Base" not in text  # that is ESOpt's own line vs base
+
+
+def test_first_page_has_no_esopt_column_without_a_rival(specs):
+    header, rows = summary_rows(method_results([s for s in specs
+                                                if s.method in ("base", "esopt")]))
+    assert header[-1] == "Train reward first -> last (k gens)"
+    assert all(len(r) == len(header) for r in rows)

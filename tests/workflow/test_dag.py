@@ -122,6 +122,24 @@ def test_dry_run_of_the_companions_scale(workdir):
     assert "rl_train" not in out
 
 
+def test_dry_run_of_the_tiny_compare_scale(workdir):
+    """Issue 37: every method on Countdown through the DAG, RL at ESOpt's FLOPs."""
+    out = snakemake(workdir, "-n", "all", "--config", "scale=tiny-compare").stdout
+    # ES: ESOpt x 2 seeds, vanilla ES, CoPES, low-rank ES x 10 generations; async one job.
+    assert re.search(r"evaluate_directions\s+50\n", out)
+    assert re.search(r"async_train\s+1\n", out)
+    # GRPO and GRPO-B x 2 seeds, PPO: one job each, kept steps at ESOpt's kept FLOPs.
+    assert re.search(r"rl_train\s+5\n", out)
+    assert "results/countdown/h1/grpo/seed1/eval/gen032.parquet" in out
+    assert "results/countdown/h1/ppo/seed0/eval/gen018.parquet" in out
+    assert "results/countdown/h1/base/seed1/eval/gen000.parquet" in out
+    # base x 2 + 11 trained runs x 2 kept checkpoints.
+    assert re.search(r"evaluate_checkpoint\s+24\n", out)
+    assert re.search(r"report_countdown_compare\s+1\n", out)
+    assert "results/figures/countdown_flops.pdf" in out
+    assert "sudoku" not in out
+
+
 def test_dry_run_of_the_ahd_paper_scale_on_the_benchmark_files(workdir):
     # The scale names the benchmark files at ../shared/data/ahd (beside the checkout).
     shared = REPO.parent / "shared"

@@ -8,16 +8,20 @@ job starts, with the offending key in the message.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from esopt.envs.base import make_env
 from esopt.es.strategy import ESConfig
 from esopt.models import EMBEDDED_MODELS
+from esopt.pipeline.budget import es_run_episodes, matched_keep_every, matched_rl_steps
 from esopt.pipeline.schema import ConfigError, parse, plain
 from esopt.pipeline.sections import Config, ExperimentSection, LandscapeSection
 from esopt.pipeline.spec import (
     ASYNC_METHODS,
     ES_METHODS,
+    METHODS,
+    RL_METHODS,
     RunSpec,
     horizon_kwargs,
     model_slug,
@@ -25,8 +29,8 @@ from esopt.pipeline.spec import (
 )
 from esopt.runtime.checkpoint import MANIFEST_NAME
 
-__all__ = ["ConfigError", "ahd_run_list", "check_config", "landscape_runs", "model_dir",
-           "parse_config", "run_specs", "scale_file", "trace2skill_json"]
+__all__ = ["ConfigError", "ahd_run_list", "check_config", "landscape_runs", "method_seeds",
+           "model_dir", "parse_config", "run_specs", "scale_file", "trace2skill_json"]
 
 TINY_RANDOM = "tiny-random"  # a random small Llama with SmolLM2's tokenizer (smoke scale)
 
@@ -165,7 +169,8 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
             decoder = decoders.get(method, exp.train_decoder.sampling())
             schedule = _check(f"{name}.sigma.{method}", lambda h=h, m=method: sigma_schedule(
                 _sigma_config(exp, h, m), es.generations))
-            for seed in exp.seeds:
+            budget = _rl_budget(name, exp, method)
+            for seed in method_seeds(name, exp, method):
                 es_config = _check(f"{name}.es", lambda s=schedule, seed=seed, m=method: ESConfig(
                     **{"population_size": es.population_size, "alpha": es.alpha, "sigma": s,
                        "shaping": es.shaping, "antithetic": es.antithetic, "run_seed": seed,
@@ -173,7 +178,7 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
                 specs.append(_check(name, lambda kw=dict(
                     horizon=h, method=method, seed=seed, es=es_config,
                     asynchrony=asynchrony,
-                    train_decoder=decoder): RunSpec(**shared, **kw)))
+                    train_decoder=decoder, **budget): RunSpec(**{**shared, **kw})))
         # Evaluation-only models: evaluated as base is (its decoder, tasks and seeds).
         schedule = sigma_schedule(_sigma_config(exp, h, "base"), es.generations)
         for model, path in (eval_models or {}).items():
@@ -186,6 +191,38 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
                           train_decoder=exp.train_decoder.sampling())
                 specs.append(_check(name, lambda kw=kw: RunSpec(**kw)))
     return specs
+
+
+def method_seeds(name: str, exp: ExperimentSection, method: str) -> list[int]:
+    """The training seeds of `method` in experiment `name`: seeds_by_method's, else
+    `seeds`; base's also include every seed another listed method uses (each trained run
+    is paired with the base model's evaluation at its seed)."""
+    for key, seeds in exp.seeds_by_method.items():
+        where = f"{name}.seeds_by_method.{key}"
+        if key not in METHODS:
+            raise ConfigError(f"{where}: unknown method; choose from {list(METHODS)}")
+        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise ConfigError(f"{where}: need one or more distinct seeds >= 0, got {seeds}")
+    own = list(exp.seeds_by_method.get(method, exp.seeds))
+    if method != "base":
+        return own
+    others = {s for m in exp.methods if m != "base"
+              for s in exp.seeds_by_method.get(m, exp.seeds)}
+    return own + sorted(others - set(own))
+
+
+def _rl_budget(name: str, exp: ExperimentSection, method: str) -> dict:
+    """RunSpec fields of an RL run whose budget matches an ES method's training FLOPs (its
+    rl steps and keep_every: esopt.pipeline.budget); {} for any other run."""
+    target = exp.rl.budget.match_flops_of
+    if method not in RL_METHODS or target is None:
+        return {}
+    es = exp.es
+    episodes = es_run_episodes(es.generations, es.population_size, es.tasks_per_direction)
+    rl = exp.rl.rl_config()
+    steps = matched_rl_steps(method, episodes, rl.tasks_per_step * rl.group_size)
+    return {"rl": replace(rl, steps=steps),
+            "keep_every": matched_keep_every(steps, es.generations, es.keep_every)}
 
 
 def trace2skill_json(config: dict | Config, experiment: str) -> str:
@@ -207,7 +244,7 @@ def landscape_runs(config: dict | Config) -> list[tuple[RunSpec, LandscapeSectio
         exp = None if name == "ahd" else getattr(cfg, name)
         if exp is None or not exp.landscape.enabled:
             continue
-        seed = min(exp.seeds, default=None)
+        seed = min(method_seeds(name, exp, exp.landscape.method))
         out += [(s, exp.landscape) for s in specs
                 if (s.experiment, s.method, s.seed) == (name, exp.landscape.method, seed)]
     return out

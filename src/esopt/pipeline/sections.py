@@ -208,6 +208,20 @@ class ESSection:
 
 
 @dataclass(frozen=True)
+class RLBudget:
+    """How many steps an RL run takes: rl.steps as written, or as many as match an ES
+    method's training FLOPs (esopt.pipeline.budget.matched_rl_steps)."""
+
+    match_flops_of: str | None = option(
+        None, "null: rl.steps; an ES method: the steps whose training FLOPs (rollouts, "
+              "reference/critic passes and forward + backward ~3x a forward, as the ledger "
+              "counts them) equal one run of that method's (es.generations x "
+              "population_size x tasks_per_direction episodes), to within one step; kept "
+              "checkpoints at the same FLOPs as its kept generations",
+        choices=ES_METHODS)
+
+
+@dataclass(frozen=True)
 class RLSection(RLConfig):
     """Agentic RL baselines (grpo, grpo_b, ppo); a step is tasks_per_step x group_size
     episodes."""
@@ -215,6 +229,8 @@ class RLSection(RLConfig):
     train_decoder: RLDecoder = option(factory=RLDecoder,
                                       help="decoder of grpo and ppo rollouts (grpo_b uses "
                                            "eval.decoder)")
+    budget: RLBudget = option(factory=RLBudget, help="steps as written, or matched to an "
+                                                     "ES method's training FLOPs")
 
     def rl_config(self) -> RLConfig:
         return RLConfig(**{f.name: getattr(self, f.name) for f in fields(RLConfig)})
@@ -274,6 +290,10 @@ class ExperimentSection:
                                      "and lowrank_es the companion ES methods")
     seeds: list[int] = option(factory=lambda: [0], item_minimum=0, min_items=1,
                               unique_items=True, help="training seeds (distinct)")
+    seeds_by_method: dict[str, list[int]] = option(
+        factory=dict, help="seeds of the named methods instead of `seeds` ({method: "
+                           "[seeds]}); base is evaluated at every seed any method uses, so "
+                           "that each trained run has its paired base evaluation")
     es: ESSection = option(factory=ESSection, help="ES hyper-parameters")
     sigma: MethodSigmas = option(factory=MethodSigmas, help="sigma schedule per ES method")
     sigma_by_horizon: dict[int, MethodSigmaOverrides] = option(

@@ -236,6 +236,11 @@ def training_reward_runs(ctx: ReportContext) -> list[RunSpec]:
     return [s for s in ctx.specs if s.env in TRAINING_REWARD_ENVS]
 
 
+def countdown_runs(ctx: ReportContext) -> list[RunSpec]:
+    """The Countdown comparison: Countdown's trained and base runs."""
+    return [s for s in ctx.specs if s.env == "countdown" and not s.eval_model]
+
+
 def es_runs_with_updates(ctx: ReportContext) -> list[RunSpec]:
     """Table 6: every trained ES run (its update_magnitudes.json)."""
     return [s for s in ctx.specs if s.method in ES_METHODS + ASYNC_METHODS and s.generations]
@@ -381,6 +386,12 @@ def build_companions(job: PartJob) -> None:
     write_companions(job.runs, job.tables, job.figures)
 
 
+def build_countdown_compare(job: PartJob) -> None:
+    from esopt.report.countdown_compare import write_countdown_compare
+
+    write_countdown_compare(job.runs, job.tables, job.figures)
+
+
 def build_ahd(job: PartJob) -> None:
     from esopt.report.ahd_tables import table5, table13, table14, table17, table18
     from esopt.report.tables import write_table
@@ -395,6 +406,7 @@ def build_ahd(job: PartJob) -> None:
 
 
 SUDOKU = "Sudoku"
+COUNTDOWN = "Countdown comparison"
 MATH = "Math and DocVQA"
 WEB = "WebArena-Lite"
 
@@ -461,6 +473,17 @@ PARTS: tuple[ReportPart, ...] = (
                 "Companion ES", caption="companions_fig")),
         runs=sudoku_runs, build=build_companions,
         active=lambda ctx: any(s.method in COMPANION_METHODS for s in sudoku_runs(ctx))),
+    ReportPart(
+        "countdown_compare", "Countdown runs (when a method besides base and ESOpt ran): "
+                             "evaluations, ledgers",
+        (table("countdown_table1", "Countdown Table 1: held-out success, paired differences "
+                                   "and memory", COUNTDOWN),
+         table("countdown_table2", "Countdown Table 2: training FLOPs, episodes and time",
+               COUNTDOWN),
+         figure("countdown_flops", "Countdown: held-out success against training FLOPs",
+                COUNTDOWN)),
+        runs=countdown_runs, build=build_countdown_compare,
+        active=lambda ctx: any(s.method not in ("base", "esopt") for s in countdown_runs(ctx))),
     ReportPart(
         "ahd", "AHD runs: results/ahd/runs.json, summary.json, references.json",
         tuple(table(name, title, "Heuristic design (AHD)") for name, title in (

@@ -67,6 +67,9 @@ class MethodResult:
     of the run, at most 5)."""
     env: str = ""
     label: str = ""
+    vs_esopt: Interval | None = None
+    """Agentic ESOpt minus this method, paired by seed and task over the seeds both ran
+    (None for ESOpt itself, or when ESOpt did not run at those seeds)."""
 
     @property
     def score(self) -> str:
@@ -132,13 +135,27 @@ def method_results(specs: list[RunSpec]) -> list[MethodResult]:
             base_runs = [b for b in base if b.seed in episodes]
             if {b.seed for b in base_runs} == set(episodes):
                 vs_base = paired_by_task(episodes, _by_seed(base_runs))
+        esopt = groups.get((exp, h, "esopt"))
+        vs_esopt = (esopt_minus(_by_seed(esopt), episodes)
+                    if esopt and run_method != "esopt" else None)
         first = runs[0]
         label = (f"{first.eval_model} (evaluation only)" if first.eval_model
                  else LABELS.get(first.method, first.method))
         out.append(MethodResult(exp, h, run_method, len(seeds), len(tasks),
                                 cluster_bootstrap(cells), vs_base, _train_reward(runs),
-                                env=first.env, label=label))
+                                env=first.env, label=label, vs_esopt=vs_esopt))
     return out
+
+
+def esopt_minus(esopt: dict[int, tuple[list, list[float]]],
+                other: dict[int, tuple[list, list[float]]]) -> Interval | None:
+    """ESOpt minus another method, paired by (seed, task) over the seeds both ran (a
+    training seed's evaluation uses the same sampling seeds for every method); None when
+    they share no seed. The interval's `seeds` says how many were paired."""
+    common = sorted(set(esopt) & set(other))
+    if not common:
+        return None
+    return paired_by_task({s: esopt[s] for s in common}, {s: other[s] for s in common})
 
 
 def config_hash(specs: list[RunSpec]) -> str:
@@ -189,18 +206,31 @@ def summary_rows(results: list[MethodResult]) -> tuple[list[str], list[list[str]
     header = ["Experiment", "H*", "Method", "Seeds x tasks", "Metric",
               "Held-out score [95% CI]", "Minus base [95% CI]",
               "Train reward first -> last (k gens)"]
+    # ESOpt minus each other method, where ESOpt ran beside another trained method.
+    versus = any(r.vs_esopt is not None and r.method != "base" for r in results)
+    if versus:
+        header.append("ESOpt minus [95% CI]")
     rows = []
     for r in results:
         s = r.success
-        diff = "–" if r.vs_base is None else (
-            f"{100 * r.vs_base.mean:+.1f} [{100 * r.vs_base.lo:+.1f}, {100 * r.vs_base.hi:+.1f}]"
-            + (" *" if r.vs_base.excludes_zero else ""))
         train = "–" if r.train_reward is None else (
             f"{r.train_reward[0]:.3f} -> {r.train_reward[1]:.3f}")
         rows.append([r.experiment, str(r.horizon), r.label or LABELS.get(r.method, r.method),
                      f"{r.seeds} x {r.tasks}", r.score,
-                     f"{100 * s.mean:.1f} [{100 * s.lo:.1f}, {100 * s.hi:.1f}]", diff, train])
+                     f"{100 * s.mean:.1f} [{100 * s.lo:.1f}, {100 * s.hi:.1f}]",
+                     points_ci(r.vs_base), train]
+                    + ([points_ci(r.vs_esopt, r.seeds)] if versus else []))
     return header, rows
+
+
+def points_ci(d: Interval | None, seeds: int | None = None) -> str:
+    """A difference x100 with its CI, `*` when the CI excludes zero, the paired seeds when
+    fewer than `seeds`; a dash for none."""
+    if d is None:
+        return "–"
+    fewer = f" ({d.seeds} of {seeds} seeds)" if seeds is not None and d.seeds < seeds else ""
+    return (f"{100 * d.mean:+.1f} [{100 * d.lo:+.1f}, {100 * d.hi:+.1f}]"
+            + (" *" if d.excludes_zero else "") + fewer)
 
 
 def headline(results: list[MethodResult]) -> str:
@@ -217,6 +247,16 @@ def headline(results: list[MethodResult]) -> str:
                      f"({r.experiment}): {100 * d.mean:+.1f} {r.score} points vs base "
                      f"[{100 * d.lo:+.1f}, {100 * d.hi:+.1f}] over {r.seeds} "
                      f"seed{'s' if r.seeds > 1 else ''} x {r.tasks} {r.unit}: {verdict}.")
+    for r in results:
+        if r.vs_esopt is None or r.method == "base":
+            continue
+        d = r.vs_esopt
+        verdict = ("ESOpt better" if d.lo > 0 else "ESOpt worse" if d.hi < 0
+                   else "inside the noise")
+        lines.append(f"Agentic ESOpt minus {r.label or LABELS.get(r.method, r.method)} at "
+                     f"H*={r.horizon} ({r.experiment}): {100 * d.mean:+.1f} {r.score} points "
+                     f"[{100 * d.lo:+.1f}, {100 * d.hi:+.1f}] over {d.seeds} "
+                     f"seed{'s' if d.seeds > 1 else ''} x {d.n} {r.unit}: {verdict}.")
     return "\n".join(lines)
 
 
