@@ -241,17 +241,17 @@ def test_population_batch_serves_low_rank_but_not_copes_directions(tiny_policy, 
 @pytest.mark.slow
 @pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
 def test_population_batch_equals_sequential_on_smollm2(smollm2_dir, sampling):
-    """4 directions x 6 tiny-scale boards (4x4, H*=1, budget 3 turns), sigma 3e-3."""
+    """4 directions x 4 tiny-scale boards (4x4, H*=1, budget 3 turns), sigma 3e-3."""
     policy = HFPolicy.load(smollm2_dir)
     make = lambda: make_env("sudoku", size=4, blanks=1, few_shot=1,  # noqa: E731
                             action_format="cell")
     directions = [Direction(i, 9000 + i, 1, 3e-3) for i in range(4)]
-    seeds = task_seeds("pop-smollm2", 6)
+    seeds = task_seeds("pop-smollm2", 4)
     seq = sequential(policy, directions, make, seeds, sampling)
     pop = run_population_episodes(policy, directions, make, seeds, sampling)
     pairs = [(a, b) for da, db in zip(seq, pop, strict=True)
              for a, b in zip(signature(da), signature(db), strict=True)]
     # Padding can differ between a direction alone and the population batch at later
-    # turns, which may move a logit by an ulp: at most one episode in 24 may differ.
-    assert len(pairs) == 24 and sum(a == b for a, b in pairs) >= 23
+    # turns, which may move a logit by an ulp: at most one episode in 16 may differ.
+    assert len(pairs) == 16 and sum(a == b for a, b in pairs) >= 15
     assert any(e.num_turns > 1 for d in pop for e in d) and any(e.success for d in pop for e in d)
