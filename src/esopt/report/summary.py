@@ -233,30 +233,26 @@ def points_ci(d: Interval | None, seeds: int | None = None) -> str:
             + (" *" if d.excludes_zero else "") + fewer)
 
 
+def _claim(subject: str, r: MethodResult, d: Interval, seeds: int, tasks: int,
+           versus: str, better: str, worse: str) -> str:
+    """One headline sentence: a paired difference, its CI, its units and what it supports."""
+    verdict = better if d.lo > 0 else worse if d.hi < 0 else "inside the noise"
+    return (f"{subject} at H*={r.horizon} ({r.experiment}): {100 * d.mean:+.1f} {r.score} "
+            f"points{versus} [{100 * d.lo:+.1f}, {100 * d.hi:+.1f}] over {seeds} "
+            f"seed{'s' if seeds > 1 else ''} x {tasks} {r.unit}: {verdict}.")
+
+
 def headline(results: list[MethodResult]) -> str:
     """One sentence per trained method and H*: its difference to base and whether the CI
-    excludes zero (the claim the run supports, or that it is inside the noise)."""
-    lines = []
-    for r in results:
-        if r.vs_base is None:
-            continue
-        d = r.vs_base
-        verdict = ("better than base" if d.lo > 0 else "worse than base" if d.hi < 0
-                   else "inside the noise")
-        lines.append(f"{r.label or LABELS.get(r.method, r.method)} at H*={r.horizon} "
-                     f"({r.experiment}): {100 * d.mean:+.1f} {r.score} points vs base "
-                     f"[{100 * d.lo:+.1f}, {100 * d.hi:+.1f}] over {r.seeds} "
-                     f"seed{'s' if r.seeds > 1 else ''} x {r.tasks} {r.unit}: {verdict}.")
-    for r in results:
-        if r.vs_esopt is None or r.method == "base":
-            continue
-        d = r.vs_esopt
-        verdict = ("ESOpt better" if d.lo > 0 else "ESOpt worse" if d.hi < 0
-                   else "inside the noise")
-        lines.append(f"Agentic ESOpt minus {r.label or LABELS.get(r.method, r.method)} at "
-                     f"H*={r.horizon} ({r.experiment}): {100 * d.mean:+.1f} {r.score} points "
-                     f"[{100 * d.lo:+.1f}, {100 * d.hi:+.1f}] over {d.seeds} "
-                     f"seed{'s' if d.seeds > 1 else ''} x {d.n} {r.unit}: {verdict}.")
+    excludes zero (the claim the run supports, or that it is inside the noise); then
+    Agentic ESOpt minus each other method, where one ran beside it."""
+    name = lambda r: r.label or LABELS.get(r.method, r.method)  # noqa: E731
+    lines = [_claim(name(r), r, r.vs_base, r.seeds, r.tasks, " vs base", "better than base",
+                    "worse than base")
+             for r in results if r.vs_base is not None]
+    lines += [_claim(f"Agentic ESOpt minus {name(r)}", r, r.vs_esopt, r.vs_esopt.seeds,
+                     r.vs_esopt.n, "", "ESOpt better", "ESOpt worse")
+              for r in results if r.vs_esopt is not None and r.method != "base"]
     return "\n".join(lines)
 
 
