@@ -53,8 +53,6 @@ localrules:
     run_index,
     report_pdf,
     ahd_run_index,
-    ahd_tables,
-    math_report,
 
 
 rule all:

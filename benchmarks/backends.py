@@ -53,9 +53,9 @@ def weight_write_s(policy, repeats: int = 3) -> tuple[float, float]:
 def main() -> None:
     import torch
 
-    from esopt.backends.base import SamplingParams
     from esopt.backends.hf import HFPolicy
     from esopt.backends.vllm import VLLMPolicy
+    from esopt.chat import SamplingParams
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")

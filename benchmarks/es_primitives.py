@@ -25,8 +25,8 @@ import time
 import torch
 
 from bench_model import smollm2_dir
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
+from esopt.chat import SamplingParams
 from esopt.es.noise import DEFAULT_CHUNK_BLOCKS, NOISE_BLOCK, draw, noise_chunks
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ES, ESConfig

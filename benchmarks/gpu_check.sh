@@ -49,7 +49,7 @@ fi
 if [[ $PARTS == *" rl "* ]]; then
 timeout 240 "$PY" - "$MODEL" <<'PY'
 import os, sys, tempfile, time, torch
-from esopt.backends.base import SamplingParams
+from esopt.chat import SamplingParams
 from esopt.backends.hf import HFPolicy
 from esopt.baselines.grpo import GRPOConfig, GRPOTrainer
 from esopt.baselines.ppo import PPOConfig, PPOTrainer

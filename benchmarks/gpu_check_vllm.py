@@ -10,8 +10,8 @@ from functools import partial
 import torch
 
 from esopt.agent.rollout import run_episodes
-from esopt.backends.base import SamplingParams
 from esopt.backends.vllm import VLLMPolicy
+from esopt.chat import SamplingParams
 from esopt.envs.base import make_env
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ES, ESConfig

@@ -17,9 +17,9 @@ import time
 import torch
 
 from bench_model import smollm2_dir
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
 from esopt.backends.lowrank_batch import population
+from esopt.chat import SamplingParams
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ES, ESConfig
 

@@ -5,8 +5,9 @@ high-water mark, so one process per measurement; RSS on CPU, the CUDA allocator'
 a GPU, as the pipeline's ledgers): the ES generation perturbs, plays the batch and
 restores for each of G directions, then applies the update; the GRPO step plays the same
 number of episodes (tasks x group), scores them with the frozen reference, backpropagates
-(micro-batches of 8 sequences) and steps AdamW; PPO adds a value head and its scoring
-pass. Prints the peaks and their ratios to ES.
+(micro-batches of 8 sequences) and steps AdamW; PPO adds a float32 critic (the model's
+body and a value head, with its gradients and AdamW moments) and its scoring pass.
+Prints the peaks and their ratios to ES.
 
     python benchmarks/memory.py [--model DIR] [--tasks 2] [--group 4]
 """
@@ -28,8 +29,8 @@ DECODER = {"max_new_tokens": 8, "temperature": 0.7, "top_p": 0.8, "top_k": 20}
 def child(model: str, mode: str, tasks: int, group: int) -> None:
     import torch
 
-    from esopt.backends.base import SamplingParams
     from esopt.backends.hf import HFPolicy
+    from esopt.chat import SamplingParams
     from esopt.runtime.memory import peak_memory_mb
 
     torch.set_num_threads(2)

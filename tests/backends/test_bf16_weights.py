@@ -1,11 +1,12 @@
-"""serving_dtype "bfloat16-weights": bf16 matrices, float32 activations, float32 master."""
+"""serving_dtype "bfloat16-weights": bf16 matrices, float32 activations, float32 master; on
+both tiny architectures (the Qwen2's q/k/v biases live in its Linears: bf16 too)."""
 
 import pytest
 import torch
 from torch import nn
 
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
+from esopt.chat import SamplingParams
 from esopt.es.noise import tensor_noise
 from esopt.es.strategy import Direction
 
@@ -13,9 +14,9 @@ CONVS = [[{"role": "user", "content": "Say hello."}],
          [{"role": "user", "content": "What is 12 times 12?"}]]
 
 
-@pytest.fixture(scope="module")
-def mixed(tiny_dir):
-    return HFPolicy.load(tiny_dir, serving_dtype="bfloat16-weights")
+@pytest.fixture()
+def mixed(tiny_arch_dir):
+    return HFPolicy.load(tiny_arch_dir, serving_dtype="bfloat16-weights")
 
 
 def test_only_the_matrices_are_bf16(mixed):
@@ -27,12 +28,15 @@ def test_only_the_matrices_are_bf16(mixed):
         want = torch.bfloat16 if name in matrices else torch.float32
         assert p.dtype == want, name
     assert any(p.dtype == torch.float32 for p in mixed.model.parameters())  # the norms
+    biases = [n for n in matrices if n.endswith(".bias")]
+    assert len(biases) == (3 * mixed.config.num_hidden_layers
+                           if mixed.config.model_type == "qwen2" else 0)
     assert all(t.dtype == torch.float32 for t in mixed.master.values())
 
 
 @torch.inference_mode()
 def test_activations_are_float32_and_match_a_float32_model_of_the_rounded_weights(
-        mixed, tiny_dir):
+        mixed, tiny_arch_dir):
     ids = torch.tensor([[1, 5, 9, 13, 17, 21, 25, 29]])
     hidden = []
     hook = mixed.model.model.layers[0].register_forward_hook(
@@ -43,7 +47,7 @@ def test_activations_are_float32_and_match_a_float32_model_of_the_rounded_weight
         hook.remove()
     assert logits.dtype == torch.float32 and hidden[0].dtype == torch.float32
     # Reference: float32 compute throughout, on the same bf16-rounded matrices.
-    ref = HFPolicy.load(tiny_dir)
+    ref = HFPolicy.load(tiny_arch_dir)
     for name, p in ref.model.named_parameters():
         p.data.copy_(dict(mixed.model.named_parameters())[name].float())
     want = ref.model(input_ids=ids).logits

@@ -1,5 +1,6 @@
 """The HF policy's CoPES and low-rank perturbation paths on the tiny random model."""
 
+import pytest
 import torch
 
 from esopt.es.copes import subspace_ranges
@@ -52,13 +53,22 @@ def test_copes_k1_perturbs_and_updates_as_plain_es(tiny_policy, tiny_dir, tmp_pa
     assert tiny_policy.save(tmp_path / "a")["sha256"] == other.save(tmp_path / "b")["sha256"]
 
 
-def test_lowrank_perturbs_matrices_with_rank_r_noise_and_leaves_vectors(tiny_policy):
-    d = es(rank=2).ask(es(rank=2).init())[0]
+@pytest.mark.parametrize("vectors", [True, False], ids=["vectors", "matrices-only"])
+def test_lowrank_perturbs_matrices_with_rank_r_noise_and_vectors_full_rank(tiny_policy,
+                                                                           vectors):
+    ask = es(rank=2, antithetic=True, full_rank_vectors=vectors)
+    d = ask.ask(ask.init())[1]
+    assert d.sign == -1
     with tiny_policy.perturbed(d):
         now = serving(tiny_policy)
     for name, master in tiny_policy.master.items():
         if master.dim() == 2:
             eps = lowrank_noise(d.seed, name, master.shape, 2)
-            assert torch.equal(now[name], master + eps * d.sigma), name
+        elif vectors:  # EGGROLL's default: full-rank Gaussian noise on the other tensors
+            eps = tensor_noise(d.seed, name, master.shape)
         else:
             assert torch.equal(now[name], master), name
+            continue
+        assert torch.equal(now[name], master + eps * (d.sign * d.sigma)), name
+    assert torch.equal(serving(tiny_policy)["model.norm.weight"],
+                       tiny_policy.master["model.norm.weight"])  # restored

@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
 from esopt.backends.vllm import vllm_finish_reason, vllm_sampling_kwargs
+from esopt.chat import SamplingParams
 
 CONV = [{"role": "user", "content": "Say hello."}]
 

@@ -1,4 +1,6 @@
-"""The HF policy on a tiny random Llama: perturb, restore, update, save, generate."""
+"""The HF policy on tiny random models: perturb, restore, update, save, generate. The
+noise, update and checkpoint tests run on both architectures (tiny_arch_*): a Llama and a
+Qwen2 (q/k/v biases, 7:1 grouped-query attention, untied lm_head)."""
 
 from dataclasses import replace
 
@@ -6,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
+from esopt.chat import SamplingParams
 from esopt.es.noise import tensor_noise
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ES, Direction, ESConfig
@@ -27,8 +29,8 @@ def make_update(g=4, seed=0, alpha=5e-4, rewards=None):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "bfloat16-weights"])
-def test_restore_is_bit_exact_after_many_cycles(tiny_dir, dtype):
-    policy = HFPolicy.load(tiny_dir, serving_dtype=dtype)
+def test_restore_is_bit_exact_after_many_cycles(tiny_arch_dir, dtype):
+    policy = HFPolicy.load(tiny_arch_dir, serving_dtype=dtype)
     before = serving_state(policy)
     es = ES(ESConfig(population_size=16, sigma=SigmaSchedule("constant", 3e-3, 3e-3, 1)))
     for d in es.ask(es.init()) * 3:  # 48 perturb/restore cycles
@@ -42,18 +44,18 @@ def test_restore_is_bit_exact_after_many_cycles(tiny_dir, dtype):
         assert torch.equal(after[name], t), name
 
 
-def test_perturbation_is_master_plus_sigma_noise_in_every_tensor(tiny_policy):
+def test_perturbation_is_master_plus_sigma_noise_in_every_tensor(tiny_arch_policy):
     d = Direction(index=0, seed=1234, sign=-1, sigma=2e-3)
-    with tiny_policy.perturbed(d):
-        for name, p in tiny_policy.model.named_parameters():
+    with tiny_arch_policy.perturbed(d):
+        for name, p in tiny_arch_policy.model.named_parameters():
             noise = tensor_noise(1234, name, p.shape)
             # The definition every backend shares: a float32 product, then a float32 sum
             # (never a fused multiply-add, whose rounding depends on the kernel's path).
-            assert torch.equal(p.detach(), tiny_policy.master[name] + noise * -2e-3), name
-            ref = tiny_policy.master[name].double() - 2e-3 * noise.double()
+            assert torch.equal(p.detach(), tiny_arch_policy.master[name] + noise * -2e-3), name
+            ref = tiny_arch_policy.master[name].double() - 2e-3 * noise.double()
             # float32 rounding of sigma, of the product and of the sum: half an ulp each.
             ulp = 2 * torch.finfo(torch.float32).eps * (
-                tiny_policy.master[name].double().abs() + 2e-3 * noise.double().abs())
+                tiny_arch_policy.master[name].double().abs() + 2e-3 * noise.double().abs())
             assert ((p.detach().double() - ref).abs() <= ulp).all(), name
 
 
@@ -67,6 +69,23 @@ def test_tied_embeddings_are_perturbed_once(tiny_policy):
         delta = model.lm_head.weight.detach() - tiny_policy.master[name]
     once = 1e-2 * tensor_noise(99, name, delta.shape)
     torch.testing.assert_close(delta, once, rtol=0, atol=1e-7)
+
+
+def test_an_untied_head_and_the_qkv_biases_get_their_own_noise(tiny_qwen2_dir):
+    policy = HFPolicy.load(tiny_qwen2_dir)
+    model = policy.model
+    assert model.lm_head.weight is not model.model.embed_tokens.weight
+    names = set(policy.parameter_names)
+    assert {"lm_head.weight", "model.layers.1.self_attn.k_proj.bias"} <= names
+    d = Direction(0, 99, 1, 1e-2)
+    with policy.perturbed(d):
+        for name in ("lm_head.weight", "model.embed_tokens.weight",
+                     "model.layers.1.self_attn.q_proj.bias", "model.layers.1.self_attn.k_proj.bias",
+                     "model.layers.1.self_attn.v_proj.bias"):
+            p = dict(model.named_parameters())[name]
+            delta = p.detach() - policy.master[name]
+            torch.testing.assert_close(delta, 1e-2 * tensor_noise(99, name, p.shape),
+                                       rtol=0, atol=1e-6)
 
 
 def test_nested_perturbation_and_apply_while_perturbed_are_errors(tiny_policy):
@@ -128,27 +147,27 @@ def test_combined_in_bf16_serving_rounds_the_float32_sum_once(tiny_dir):
         assert torch.equal(p, policy.master[name].to(torch.bfloat16)), name
 
 
-def test_update_matches_a_float64_reference(tiny_policy):
+def test_update_matches_a_float64_reference(tiny_arch_policy):
     es, update = make_update(g=6, alpha=5e-4)
-    before = {n: t.clone() for n, t in tiny_policy.master.items()}
-    tiny_policy.apply(update)
+    before = {n: t.clone() for n, t in tiny_arch_policy.master.items()}
+    tiny_arch_policy.apply(update)
     for name, old in before.items():
         ref = torch.zeros(old.shape, dtype=torch.float64)
         for seed, sign, w in zip(update.seeds, update.signs, update.weights, strict=True):
             ref += w * sign * tensor_noise(seed, name, old.shape).double()
         ref *= update.alpha / len(update.seeds)
-        delta = tiny_policy.master[name].double() - old.double()
+        delta = tiny_arch_policy.master[name].double() - old.double()
         # float32 rounding: one ulp of the weight plus the float32 accumulation of the sum.
         tol = 2 * torch.finfo(torch.float32).eps * (old.double().abs() + ref.abs()) + 1e-10
         assert ((delta - ref).abs() <= tol).all(), name
         assert ref.abs().max() > 1e-6  # the update is not trivially zero
-    for n, p in tiny_policy.model.named_parameters():
-        assert torch.equal(p.detach(), tiny_policy.master[n])
+    for n, p in tiny_arch_policy.model.named_parameters():
+        assert torch.equal(p.detach(), tiny_arch_policy.master[n])
 
 
-def test_bf16_serving_keeps_the_full_float32_update(tiny_dir):
-    fp32 = HFPolicy.load(tiny_dir)
-    bf16 = HFPolicy.load(tiny_dir, serving_dtype="bfloat16")
+def test_bf16_serving_keeps_the_full_float32_update(tiny_arch_dir):
+    fp32 = HFPolicy.load(tiny_arch_dir)
+    bf16 = HFPolicy.load(tiny_arch_dir, serving_dtype="bfloat16")
     _, update = make_update(g=4, alpha=5e-5)  # a step far below one bf16 ulp of the weights
     before = {n: t.clone() for n, t in bf16.master.items()}
     fp32.apply(update)
@@ -172,10 +191,10 @@ def test_zero_update_leaves_weights_alone(tiny_policy):
     assert all(torch.equal(before[n], t) for n, t in tiny_policy.master.items())
 
 
-def test_same_seeds_and_rewards_give_the_same_checkpoint_sha(tiny_dir, tmp_path):
+def test_same_seeds_and_rewards_give_the_same_checkpoint_sha(tiny_arch_dir, tmp_path):
     shas = []
     for run in range(2):
-        policy = HFPolicy.load(tiny_dir)
+        policy = HFPolicy.load(tiny_arch_dir)
         _, update = make_update(g=4, seed=7)
         policy.apply(update)
         manifest = policy.save(tmp_path / f"run{run}", {"generation": 1})
@@ -187,8 +206,8 @@ def test_same_seeds_and_rewards_give_the_same_checkpoint_sha(tiny_dir, tmp_path)
     assert policy.save(tmp_path / "other")["sha256"] != shas[0]
 
 
-def test_save_load_roundtrip_keeps_the_float32_master(tiny_dir, tmp_path):
-    policy = HFPolicy.load(tiny_dir, serving_dtype="bfloat16")
+def test_save_load_roundtrip_keeps_the_float32_master(tiny_arch_dir, tmp_path):
+    policy = HFPolicy.load(tiny_arch_dir, serving_dtype="bfloat16")
     _, update = make_update()
     policy.apply(update)
     manifest = policy.save(tmp_path / "ckpt")

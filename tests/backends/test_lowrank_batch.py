@@ -1,28 +1,62 @@
-"""The population-batched low-rank forward equals the sequential perturbed forwards."""
+"""The population-batched low-rank forward equals the sequential perturbed forwards (both
+tiny architectures: the Qwen2's biased q/k/v and untied head ride on the same hooks)."""
 
+import pytest
 import torch
 
 from esopt.backends.lowrank_batch import population
 from esopt.es.schedules import SigmaSchedule
-from esopt.es.strategy import ES, ESConfig
+from esopt.es.strategy import ES, Direction, ESConfig
 
 
-def test_batched_lowrank_forward_equals_sequential_perturbations(tiny_policy):
-    es = ES(ESConfig(population_size=3, rank=2, run_seed=4,
+@pytest.mark.parametrize("vectors", [True, False], ids=["vectors", "matrices-only"])
+def test_batched_lowrank_forward_equals_sequential_perturbations(tiny_arch_policy, vectors):
+    """EGGROLL's defaults (mirrored pairs, full-rank noise on the norms' vectors and the
+    Qwen2's biases) and matrices only: each row gets its member's perturbation, up to
+    float rounding."""
+    es = ES(ESConfig(population_size=4, rank=2, run_seed=4, antithetic=vectors,
+                     full_rank_vectors=vectors,
                      sigma=SigmaSchedule("constant", 3e-2, 3e-2, 1)))
     directions = es.ask(es.init())
     ids = torch.tensor([[5, 17, 300, 42, 7, 99]])
+    rows = [2, 0, 1, 0, 3]
+    policy = tiny_arch_policy
     with torch.inference_mode():
-        base = tiny_policy.model(input_ids=ids).logits[0]
+        base = policy.model(input_ids=ids).logits[0]
         seq = []
         for d in directions:
-            with tiny_policy.perturbed(d):
-                seq.append(tiny_policy.model(input_ids=ids).logits[0])
-        with population(tiny_policy, directions) as set_members:
-            set_members([2, 0, 1, 0])
-            batched = tiny_policy.model(input_ids=ids.repeat(4, 1)).logits
-        after = tiny_policy.model(input_ids=ids).logits[0]
-    for row, member in enumerate([2, 0, 1, 0]):
+            with policy.perturbed(d):
+                seq.append(policy.model(input_ids=ids).logits[0])
+        with population(policy, directions) as set_members:
+            set_members(rows)
+            batched = policy.model(input_ids=ids.repeat(len(rows), 1)).logits
+        after = policy.model(input_ids=ids).logits[0]
+    for row, member in enumerate(rows):
         assert (seq[member] - base).abs().max() > 1e-3  # the perturbation shows
         torch.testing.assert_close(batched[row], seq[member], atol=2e-5, rtol=1e-4)
-    assert torch.equal(after, base)  # hooks removed: theta again
+    assert torch.equal(after, base)  # hooks removed, vectors swapped back: theta again
+    assert isinstance(policy.model.model.norm.weight, torch.nn.Parameter)
+
+
+def test_vector_noise_alone_shows_in_the_batch(tiny_arch_policy):
+    """The vectors' full-rank noise (norms; the Qwen2's q/k/v biases) moves a member
+    beyond its matrices' terms: batched rows follow their member's perturbed vectors, not
+    the served ones."""
+    directions = [Direction(i, 900 + i, 1, 3e-2, rank=1, full_rank_vectors=True)
+                  for i in range(2)]
+    ids = torch.tensor([[11, 23, 5, 8]])
+    policy = tiny_arch_policy
+    with torch.inference_mode():
+        seq = []
+        for d in directions:
+            with policy.perturbed(d):
+                seq.append(policy.model(input_ids=ids).logits[0])
+        matrices_only = [Direction(d.index, d.seed, 1, d.sigma, rank=1) for d in directions]
+        with policy.perturbed(matrices_only[0]):
+            without = policy.model(input_ids=ids).logits[0]
+        with population(policy, directions) as set_members:
+            set_members([1, 0])
+            batched = policy.model(input_ids=ids.repeat(2, 1)).logits
+    assert (seq[0] - without).abs().max() > 1e-3  # the vectors' noise matters here
+    torch.testing.assert_close(batched[1], seq[0], atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(batched[0], seq[1], atol=2e-5, rtol=1e-4)

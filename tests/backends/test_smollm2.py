@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from esopt.backends.base import SamplingParams
 from esopt.backends.hf import HFPolicy
+from esopt.chat import SamplingParams
 from esopt.runtime.checkpoint import file_sha256
 
 pytestmark = pytest.mark.slow

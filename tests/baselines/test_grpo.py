@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-from esopt.backends.base import SamplingParams
 from esopt.baselines.grpo import (
     GRPOConfig,
     GRPOTrainer,
@@ -14,6 +13,7 @@ from esopt.baselines.grpo import (
     grpo_loss,
     token_logprobs,
 )
+from esopt.chat import SamplingParams
 from esopt.envs.base import Environment, StepResult, register, registered
 
 
@@ -108,7 +108,8 @@ def test_config_is_validated():
 
 
 def test_micro_batches_accumulate_the_whole_batch_gradient(tiny_policy):
-    """Chunked forward/backward with the batch's token count equals one big backward."""
+    """Chunked forward/backward with the whole batch's row weights equals one big
+    backward."""
     samples = [("a prompt", "one two", 1.0), ("another, longer prompt here", "x", -1.0),
                ("p", "three four five", 0.5)]
     batch = text_batch(tiny_policy.tokenizer, samples)
@@ -127,11 +128,12 @@ def test_micro_batches_accumulate_the_whole_batch_gradient(tiny_policy):
     loss.backward()
     whole = grads().clone()
     model.zero_grad(set_to_none=True)
-    n = float(batch.loss_mask[:, 1:].sum())
+    weights = torch.full((3,), 1 / float(batch.loss_mask[:, 1:].sum()))  # the token mean
     for rows, chunk in batch.chunks(2):
         w = chunk.input_ids.shape[1] - 1
         part, _ = grpo_loss(token_logprobs(model, chunk), old[rows, :w], old[rows, :w],
-                            chunk.advantages, chunk.loss_mask[:, 1:], 0.2, 1e-3, normaliser=n)
+                            chunk.advantages, chunk.loss_mask[:, 1:], 0.2, 1e-3,
+                            weights[rows])
         part.backward()
     assert torch.count_nonzero(whole) > 0
     torch.testing.assert_close(grads(), whole, rtol=1e-4, atol=1e-6)

@@ -4,9 +4,9 @@ sampled token, and no EOS is appended to either."""
 
 from dataclasses import replace
 
-from esopt.backends.base import SamplingParams
 from esopt.baselines.grpo import GRPOConfig, GRPOTrainer
 from esopt.baselines.ppo import PPOConfig, PPOTrainer
+from esopt.chat import SamplingParams
 from esopt.envs.base import Environment, StepResult, register, registered
 
 

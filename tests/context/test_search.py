@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from esopt.ahd.problems import PROBLEMS
-from esopt.backends.base import SamplingParams
+from esopt.chat import SamplingParams
 from esopt.context.search import (
     Candidate,
     SearchConfig,

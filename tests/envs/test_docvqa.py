@@ -183,6 +183,27 @@ def test_shell_commands_pipes_and_errors(tmp_path, monkeypatch):
     assert not (tmp_path / "x").exists()
 
 
+def test_pipes_and_separators_inside_quotes_are_arguments(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "page.txt").write_text("Total: 5\nTax: 1\nAmount due: 7\n")
+    out, _, failures = run_script("grep -E 'Total|Amount' page.txt; echo 'a;b && c|d'\n"
+                                  "grep -c \"Tax|Total\" page.txt | cat; grep 'x>y' page.txt")
+    assert failures == 0 and out == "Total: 5\nAmount due: 7\na;b && c|d\n2", out
+    out, _, failures = run_script("cat page.txt > copy.txt")
+    assert failures == 1 and "not supported" in out and not (tmp_path / "copy.txt").exists()
+
+
+def test_the_shell_runs_in_the_jail_on_the_page_alone(tmp_path):
+    # No untrusted Python: the harness itself runs in the jail, the page its only file.
+    result = run_sandboxed("", "esopt.tools.shell:run_commands",
+                           {"script": f"ls; pwd; cat {tmp_path}/x; grep -E 'a|b' notes.txt"},
+                           files={"notes.txt": b"a\nc\nb\n"})
+    assert result.ok and result.mode == "isolated", result
+    assert result.value["output"].splitlines()[:4] == ["notes.txt", "/job", f"cat: {tmp_path}/x: "
+                                                       "permission denied (outside the working "
+                                                       "directory)", "a"]
+
+
 def test_sandbox_files_must_be_plain_names():
     with pytest.raises(ValueError, match="plain file name"):
         run_sandboxed("", "esopt.tools.shell:run_commands", {"script": "ls"},
@@ -315,7 +336,7 @@ def test_an_ocr_that_runs_out_of_time_is_a_timeout_and_the_episode_goes_on():
 
 def test_the_rollout_engine_plays_docvqa_episodes_with_the_oracle():
     from esopt.agent.rollout import run_episodes
-    from esopt.backends.base import Completion, SamplingParams
+    from esopt.chat import Completion, SamplingParams
 
     class Oracle:
         def generate(self, conversations, sampling):

@@ -2,6 +2,7 @@
 (always run), the loaders on the shared DAPO/AIME files (read by path, never copied; those
 tests alone skip where the files are absent)."""
 
+import json
 import os
 from pathlib import Path
 
@@ -109,7 +110,7 @@ class _Policy:
     def generate(self, conversations, sampling):
         import re
 
-        from esopt.backends.base import Completion
+        from esopt.chat import Completion
 
         out = []
         for c in conversations:
@@ -122,7 +123,7 @@ class _Policy:
 
 def test_evaluation_data_say_which_checker_decided():
     from esopt.agent.evaluate import evaluate
-    from esopt.backends.base import SamplingParams
+    from esopt.chat import SamplingParams
 
     options = {"data": "generated:8:0", "require_tool": False, "max_turns": 1}
     table, _ = evaluate(_Policy(), "math_tool", options, list(range(8)), 2, SamplingParams())
@@ -138,3 +139,38 @@ def test_evaluation_data_say_which_checker_decided():
                         SamplingParams())
     assert table.column("decided_by").to_pylist() == [None, None]
     assert table.schema.field("decided_by").type == "string"
+
+
+def test_the_tool_cannot_read_its_datasets_answers(tmp_path, monkeypatch):
+    # The dataset lies on disk beside the run, its path known to the attacker: the tool's
+    # code searches it, the parent's environment and memory-like places, and answers with
+    # whatever it found. A reward that code can read is not a reward.
+    gold = "7391.25"
+    data = tmp_path / "secret_math.jsonl"
+    data.write_text(json.dumps({"id": "p0", "question": "What is x?", "answer": gold}) + "\n")
+    monkeypatch.setenv("ESOPT_MATH_DATA", str(data))
+    e = make_env("math_tool", data=str(data))
+    e.reset(0)
+    attack = (
+        "```python\n"
+        "import os, glob\n"
+        "found = []\n"
+        f"paths = [{str(data)!r}] + glob.glob('/tmp/**/*.jsonl', recursive=True)"
+        " + glob.glob('/work/**/*.jsonl', recursive=True)"
+        " + glob.glob('/proc/*/environ') + glob.glob('/proc/*/cmdline')\n"
+        "for p in paths:\n"
+        "    try:\n"
+        "        found.append(open(p, errors='replace').read())\n"
+        "    except OSError as e:\n"
+        "        found.append(type(e).__name__)\n"
+        "import re\n"
+        "nums = re.findall(r'answer.: .([0-9.]+)', ' '.join(found) + repr(dict(os.environ)))\n"
+        "print('ANSWER', nums[0] if nums else 'none', found[0])\n"
+        "```"
+    )
+    step = e.step(attack)
+    tool_output = step.observation[-1]["content"]
+    assert gold not in tool_output and "ANSWER none FileNotFoundError" in tool_output
+    assert e.tool_outcomes == ["ok"]
+    final = e.step(f"Answer: {tool_output.split('ANSWER ')[1].split()[0]}")
+    assert final.reward == 0.0 and final.done

@@ -82,8 +82,37 @@ def test_a_corrupted_line_is_refused_with_its_line_number(tmp_path, line_no, mak
     assert f"line {line_no}:" in str(err.value) and why in str(err.value)
 
 
+@pytest.mark.parametrize("line_no, raw, why", [
+    # Issue 35: these raised a bare RecursionError / UnicodeDecodeError, naming no file.
+    (3, b"[" * 100_000, "JSON nested too deeply to read"),
+    (4, '{"puzzle": "caf\u00e9"}'.encode("latin-1"), "not UTF-8 text (byte 0xe9 at column 16)"),
+    (5, b'{"puzzle": [[1, 2]],\t"solution" 3}', "not JSON: Expecting ':' delimiter at column 33"),
+    (2, b"[1, 2]", "needs the fields 'puzzle' and 'solution'"),
+])
+def test_an_unreadable_line_is_refused_naming_the_file_and_line(tmp_path, line_no, raw, why):
+    lines = FILE.read_bytes().splitlines()
+    lines[line_no - 1] = raw
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(ValueError) as err:
+        load_puzzles(path)
+    assert str(err.value) == f"{path}, line {line_no}: {why}"
+
+
+def test_lines_are_counted_in_the_file_blank_ones_included(tmp_path):
+    lines = FILE.read_text().splitlines()
+    path = tmp_path / "gaps.jsonl"
+    path.write_text("\n".join(["", lines[0], "", "  ", lines[1]]) + "\n")
+    assert [p.line for p in load_puzzles(path)] == [2, 5]
+    with pytest.raises(ValueError, match=r"gaps.jsonl, line 2: 5 blanks, but blanks \(H\*\) is"):
+        make_env("sudoku", puzzles=str(path), blanks=4)
+    path.write_text("\n".join(["", lines[0], "", "{"]) + "\n")
+    with pytest.raises(ValueError, match=r"gaps.jsonl, line 4: not JSON"):
+        load_puzzles(path)
+
+
 def test_the_env_refuses_a_file_of_another_horizon_or_size():
-    with pytest.raises(ValueError, match="puzzle 1: 5 blanks, but blanks"):
+    with pytest.raises(ValueError, match=r"sudoku9_h5.jsonl, line 1: 5 blanks, but blanks"):
         make_env("sudoku", puzzles=str(FILE), blanks=10)
     with pytest.raises(ValueError, match="9x9 boards, but size is 4"):
         make_env("sudoku", puzzles=str(FILE), size=4)

@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from esopt.agent.rollout import run_episodes
-from esopt.backends.base import Completion, SamplingParams
+from esopt.chat import Completion, SamplingParams
 from esopt.envs import make_env, registered
 from esopt.web import server as web_server
 from esopt.web.agents import OracleAgent, RandomAgent, find_element, play

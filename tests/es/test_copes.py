@@ -72,10 +72,11 @@ def test_update_equals_float64_reference():
         torch.testing.assert_close(delta, ref_delta, atol=1e-8, rtol=1e-4)
 
 
-def test_k1_is_plain_es_bit_for_bit():
+@pytest.mark.parametrize("normalisation", ["paper", "matched"])
+def test_k1_is_plain_es_bit_for_bit(normalisation):
     plain = ES(ESConfig(population_size=6, alpha=1e-2, run_seed=5,
                         sigma=SigmaSchedule("constant", 1e-3, 1e-3, 3)))
-    k1 = copes(1, g=6)
+    k1 = copes(1, g=6, subspace_normalisation=normalisation)
     rewards = [0.3, 0.1, 0.9, 0.4, 0.4, 0.0]
     (u_plain, _), (u_k1, _) = plain.tell(plain.init(), rewards), k1.tell(k1.init(), rewards)
     assert u_k1.subspaces and u_k1.weights == u_plain.weights
@@ -89,3 +90,36 @@ def test_k1_is_plain_es_bit_for_bit():
 def test_config_rejects_k_not_dividing_population():
     with pytest.raises(ValueError, match="subspaces"):
         copes(3, g=8)
+
+
+def per_element_step(es: ES, rewards) -> tuple[float, float]:
+    """(std of the update per element / alpha, the directions' sigma / the schedule's) of
+    one generation on a 256k-element tensor."""
+    update, _ = es.tell(es.init(), rewards)
+    delta = {"w": torch.zeros(64, 4096)}
+    add_update_(delta, update)
+    return (float(delta["w"].double().std()) / es.config.alpha,
+            es.ask(es.init())[0].sigma / es.config.sigma(0))
+
+
+def test_copes_step_per_element_against_plain_es():
+    """Issue 36: at G=16, K=4 the paper's normalisation (sigma sqrt(K), alpha z / N_k)
+    steps sqrt(K) = 2 times further per element than plain ES at the same alpha (and
+    perturbs 2 sigma); `matched` steps and perturbs as plain ES does."""
+    rewards = np.random.default_rng(0).normal(size=16)
+    cfg = dict(population_size=16, alpha=1.0, run_seed=5,
+               sigma=SigmaSchedule("constant", 1e-3, 1e-3, 1))
+    plain, plain_sigma = per_element_step(ES(ESConfig(**cfg)), rewards)
+    paper, paper_sigma = per_element_step(
+        ES(ESConfig(**cfg, subspaces=4, subspace_chunk=1024)), rewards)
+    matched, matched_sigma = per_element_step(
+        ES(ESConfig(**cfg, subspaces=4, subspace_chunk=1024,
+                    subspace_normalisation="matched")), rewards)
+    assert plain == pytest.approx(0.25, rel=0.02)  # alpha / sqrt(G), z-scored rewards
+    assert paper == pytest.approx(2 * plain, rel=0.03) and paper_sigma == 2.0
+    assert matched == pytest.approx(plain, rel=0.03) and matched_sigma == 1.0
+
+
+def test_unknown_normalisation_is_refused():
+    with pytest.raises(ValueError, match="subspace_normalisation"):
+        copes(2, subspace_normalisation="unit")

@@ -6,6 +6,7 @@ import torch
 
 from esopt.es.apply import add_update_
 from esopt.es.lowrank import factors, lowrank_chunks, lowrank_noise
+from esopt.es.noise import tensor_noise
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.shaping import zscore
 from esopt.es.strategy import ES, ESConfig
@@ -21,27 +22,56 @@ def test_noise_is_a_b_transpose_over_sqrt_r_and_chunking_does_not_change_it():
     assert torch.equal(rows, eps)
 
 
+@pytest.mark.parametrize("vectors", [True, False], ids=["vectors", "matrices-only"])
 @pytest.mark.parametrize("rank", [1, 4])
-def test_update_equals_float64_reference(rank):
+def test_update_equals_float64_reference(rank, vectors):
+    """Matrices get the low-rank noise sum; the 1-D tensors the full-rank noise sum
+    (EGGROLL's default, full_rank_vectors) or nothing."""
     es = ES(ESConfig(population_size=5, alpha=1e-2, rank=rank, run_seed=1,
+                     full_rank_vectors=vectors,
                      sigma=SigmaSchedule("constant", 1e-3, 1e-3, 2)))
     rewards = np.array([0.2, 0.9, 0.1, 0.5, 0.5])
     update, _ = es.tell(es.init(), rewards)
-    assert update.rank == rank
+    assert update.rank == rank and update.full_rank_vectors == vectors
     theta = params()
     add_update_(theta, update)
     z = zscore(rewards)
     for name, t0 in params().items():
         delta = theta[name].double() - t0.double()
-        if t0.dim() == 1:
+        if t0.dim() == 1 and not vectors:
             assert torch.equal(theta[name], t0)  # vectors are not perturbed
             continue
         ref = torch.zeros_like(delta)
         for d, zi in zip(es.ask(es.init()), z, strict=True):
+            if t0.dim() == 1:
+                ref += zi * tensor_noise(d.seed, name, t0.shape).double()
+                continue
             a, b = factors(d.seed, name, t0.shape, rank)
             ref += zi * (a.double() @ b.double().T) / math.sqrt(rank)
         ref *= 1e-2 / 5
+        assert ref.abs().max() > 0
         torch.testing.assert_close(delta, ref, atol=1e-8, rtol=1e-4)
+
+
+def test_eggroll_defaults_mirrored_pairs_and_vector_noise():
+    """Low-rank ES resolves to EGGROLL's reference defaults (antithetic pairs, full-rank
+    noise on vectors: ESHyperscale/HyperscaleES noiser/eggroll.py); both can be turned off."""
+    from esopt.pipeline.config import run_specs
+    from tests.pipeline.test_companions import companion_config
+
+    spec = next(s for s in run_specs(companion_config(population_size=4))
+                if s.method == "lowrank_es")
+    assert spec.es.antithetic and spec.es.full_rank_vectors
+    ds = ES(spec.es).ask(ES(spec.es).init())
+    assert [d.sign for d in ds] == [1, -1, 1, -1] and ds[0].seed == ds[1].seed
+    assert all(d.full_rank_vectors and d.rank == spec.es.rank for d in ds)
+    plain = next(s for s in run_specs(companion_config(population_size=4))
+                 if s.method == "vanilla_es")
+    assert not plain.es.antithetic  # the shared es.antithetic (the paper's one-sided ES)
+    off = next(s for s in run_specs(companion_config(
+        population_size=4, lowrank_es={"antithetic": False, "full_rank_vectors": False}))
+        if s.method == "lowrank_es")
+    assert not off.es.antithetic and not off.es.full_rank_vectors
 
 
 def test_rank_to_full_dimension_approaches_full_rank_statistics():

@@ -63,7 +63,8 @@ def test_runs_serve_on_the_configured_backend(monkeypatch, tmp_path):
     """The search loads its proposer through the backend loader with the config's backend,
     serving dtype and device (not a hard-coded HF float32 load); the runtime's fan-out
     settings are not part of the run."""
-    from esopt.pipeline import ahd, config, stages
+    from esopt.backends import factory
+    from esopt.pipeline import ahd, config
 
     cfg = {"experiments": ["ahd"], "backend": "vllm", "serving_dtype": "bfloat16",
            "runtime": {"device": "cuda:1", "workers": 7, "vllm": {"max_model_len": 4096}},
@@ -82,7 +83,7 @@ def test_runs_serve_on_the_configured_backend(monkeypatch, tmp_path):
         loaded.append((checkpoint, backend, serving_dtype, runtime))
         raise Loaded
 
-    monkeypatch.setattr(stages, "load_backend_policy", fake_load)
+    monkeypatch.setattr(factory, "load_policy", fake_load)
     with pytest.raises(Loaded):
         ahd.run_ahd(run, tmp_path)
     assert loaded == [(run.model, "vllm", "bfloat16", run.serving)]

@@ -95,11 +95,21 @@ def test_async_job_l0_equals_synchronous_es_and_stress_run_is_reproducible(tiny_
     assert [r["discarded"] for r in records][2] == [{"version": 1, "index": 1, "lag": 1}]
     assert shas[0] != sync["sha256"]
     assert json.loads((tmp_path / "a" / "schedule.json").read_text()) == records
-    # The ledger's reward spread over each version's directions (they score apart here).
+    # The ledger's reward spread over each version's directions (they score apart here);
+    # version 2's straggler would report after the last update: it is not scored.
     ledger = pq.read_table(tmp_path / "a.pq").to_pydict()
-    for lo, mean, hi, std in zip(ledger["reward_min"], ledger["reward_mean"],
-                                 ledger["reward_max"], ledger["reward_std"], strict=True):
-        assert lo < mean < hi and std > 0
+    assert ledger["dispatched"] == [2, 2, 1]
+    for lo, mean, hi, std, n in zip(ledger["reward_min"], ledger["reward_mean"],
+                                    ledger["reward_max"], ledger["reward_std"],
+                                    ledger["dispatched"], strict=True):
+        assert (lo < mean < hi and std > 0) if n > 1 else (lo == mean == hi and std == 0)
+    assert ledger["accepted"] == [2, 1, 1] and ledger["stale_accepted"] == [0, 0, 0]
+    # The diagnostics as the ES ledger has them: the updates of one accepted result carry
+    # no signal (a z-score of one value), the others move every float32 weight as meant.
+    assert ledger["zero_signal"] == [False, True, True]
+    assert ledger["realised_cosine"][0] == pytest.approx(1.0, abs=1e-6)
+    assert ledger["unchanged_fraction"][0] < 0.01 and ledger["unchanged_fraction"][1:] == [1, 1]
+    assert ledger["tied_fraction"] == [0.5, 1.0, 1.0]  # 2 distinct, then one result
 
 
 @pytest.mark.parametrize("method, es", [("copes", {"copes": {"subspaces": 2}}),
@@ -117,14 +127,43 @@ def test_update_stage_replays_from_the_manifest(tiny_dir, tmp_path, method, es):
     cfg["model"] = str(tiny_dir)
     spec = next(s for s in run_specs(cfg) if s.method == method)
     rewards = _rewards(spec, tmp_path / "rewards.parquet", [0.0, 1.0, 0.5, 0.25])
-    manifest = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(tmp_path / "next"))
+    manifest = update_checkpoint(spec, 0, str(tiny_dir), rewards,
+                                 str(tmp_path / "next")).to_dict()
     assert (len(manifest["subspaces"]) == 4) == (method == "copes")
     assert manifest["rank"] == (2 if method == "lowrank_es" else None)
+    assert manifest["full_rank_vectors"] == (method == "lowrank_es")
+    assert manifest["signs"] == ([1, -1, 1, -1] if method == "lowrank_es" else [1] * 4)
     update = Update.from_dict({k: manifest[k] for k in (
-        "seeds", "signs", "weights", "excluded", "subspaces", "rank", "sigma", "alpha",
-        "generation")} | {"generation": 0})
+        "seeds", "signs", "weights", "excluded", "subspaces", "rank", "full_rank_vectors",
+        "sigma", "alpha", "generation")} | {"generation": 0})
     master = read_master(tiny_dir)
     add_update_(master, update)
     replayed = write_checkpoint(tmp_path / "replayed", master, manifest={},
                                 files_from=tiny_dir)
     assert replayed["sha256"] == manifest["sha256"] != read_manifest(tiny_dir)["sha256"]
+
+
+def companions_scale() -> dict:
+    """config.yaml with the companions scale file merged over it (scale=companions)."""
+    import yaml
+
+    from esopt.pipeline.config import merge_config
+    from tests.workflow.conftest import REPO
+
+    cfg = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    return merge_config(cfg, yaml.safe_load((REPO / "config/scales/companions.yaml")
+                                            .read_text()))
+
+
+def test_the_companions_async_run_uses_stale_results_up_to_its_bound():
+    """Issue 36: the companions' async ES used no stale result (L=1, every delayed result
+    4 updates late, so all discarded): it was synchronous ES under another name."""
+    from esopt.es.async_es import schedule
+
+    spec = next(s for s in run_specs(companions_scale()) if s.method == "async_es")
+    steps = schedule(spec.es, spec.asynchrony)
+    lags = [lag for s in steps for lag in s.lags(s.accepted)]
+    stale = sum(s.stale for s in steps)
+    assert stale > 0 and stale == sum(lag > 0 for lag in lags)
+    assert max(lags) == spec.asynchrony.max_lag >= 1
+    assert len(lags) == spec.es.population_size * spec.es.generations

@@ -113,6 +113,47 @@ def test_scale_files_and_model_dirs():
     assert model_dir("Qwen/Qwen3.5-4B") == "resources/models/hub/Qwen--Qwen3.5-4B"
 
 
+def _checkpoint(path):
+    """A real (tiny) checkpoint directory, written by esopt's checkpoint writer."""
+    import torch
+    from transformers import LlamaConfig
+
+    from esopt.runtime.checkpoint import write_checkpoint
+
+    write_checkpoint(path, {"w": torch.zeros(2)},
+                     config=LlamaConfig(hidden_size=8, num_attention_heads=2))
+    return path
+
+
+def test_model_is_a_known_name_a_hub_id_or_a_checkpoint_directory(tmp_path):
+    ckpt = str(_checkpoint(tmp_path / "ckpt"))
+    assert model_dir(ckpt) == ckpt
+    assert model_dir("tiny-random") == "resources/models/tiny-random"
+    cfg = base_config()
+    cfg["model"] = ckpt
+    assert {s.model for s in run_specs(cfg)} == {ckpt}
+
+
+@pytest.mark.parametrize("make, message", [
+    # Issue 35: any existing path used to pass (and failed later, inside a job).
+    (lambda d: d.mkdir(), "has no manifest.json: not a model checkpoint directory"),
+    (lambda d: d.write_text("weights"), "is a file, not a checkpoint directory"),
+    (lambda d: (d.mkdir(), (d / "manifest.json").write_text('{"sha256": "ab",\n')),
+     r"manifest.json cannot be read: .*line 2"),
+    (lambda d: (d.mkdir(), (d / "manifest.json").write_text('{"model": "x"}')),
+     "manifest.json is not a model manifest"),
+])
+def test_a_model_path_that_is_no_checkpoint_is_refused_naming_the_key(tmp_path, make, message):
+    bad = tmp_path / "model"
+    make(bad)
+    for key, edit in (("model", lambda c: c.update(model=str(bad))),
+                      (r"eval_models\[0\]: model", lambda c: c.update(eval_models=[str(bad)]))):
+        cfg = base_config()
+        edit(cfg)
+        with pytest.raises(ConfigError, match=rf"^{key}: .*{message}"):
+            run_specs(cfg)
+
+
 # Issue 16: one source of truth for the config (esopt.pipeline.sections), strict keys.
 
 SCALES = sorted(p.stem for p in (REPO / "config/scales").glob("*.yaml"))
@@ -244,7 +285,7 @@ def test_config_commands_print_the_schema_and_check_files(capsys, tmp_path):
     ("sudoku: {rl: {steps: 0}}", "sudoku.rl.steps: must be >= 1"),
     ("sudoku: {env: chess}", "sudoku.env: env: unknown environment 'chess'"),
     ("sudoku: {landscape: {grid: 4}}", "sudoku.landscape: grid must be odd"),
-    ("docvqa: {skills: true}", "docvqa: skills: Trace2Skill runs on the math experiment only"),
+    ("math: {trace2skill: {iterations: 0}}", "math.trace2skill.iterations: must be >= 1"),
     ("sudoku: {landscape: {method: grpo}}", "sudoku.landscape.method: unknown value 'grpo'"),
     ("scale: huge", "scale: no scale 'huge'"),
     ("sudoku: {sigma: {vanilla_es: {kind: exponential, sigma_0: 1.0e-3}}}",
@@ -266,6 +307,12 @@ def test_config_commands_print_the_schema_and_check_files(capsys, tmp_path):
      "sudoku.es.population_size: expected an integer, got 'eight'"),
     ("sudoku: {es: {alpha: 1e-3}}", "sudoku.es.alpha: expected a number, got the string '1e-3'"),
     ("sudoku: {es: {antithetic: 1}}", "sudoku.es.antithetic: expected true or false, got 1"),
+    # Issue 35: a repeated seed ran (and reported) the same run twice; no seed ran nothing.
+    ("sudoku: {seeds: [0, 1, 0]}", "sudoku.seeds[2]: 0 is listed twice"),
+    ("sudoku: {seeds: []}", "sudoku.seeds: at least one entry is needed, got []"),
+    ("countdown: {seeds: [3, 3]}", "countdown.seeds[1]: 3 is listed twice"),
+    ("ahd: {seeds: [1, 1]}", "ahd.seeds[1]: 1 is listed twice"),
+    ("ahd: {seeds: []}", "ahd.seeds: at least one entry is needed"),
 ])
 def test_bad_config_files_name_the_key(override, key):
     from esopt.pipeline.config import check_config
@@ -276,6 +323,19 @@ def test_bad_config_files_name_the_key(override, key):
         cfg = merged(cfg, yaml.safe_load(scale_file(REPO, cfg["scale"]).read_text()), user)
         check_config(cfg)
     assert key in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("seeds", [[0, 0], []])
+def test_the_schema_refuses_repeated_or_no_seeds_too(seeds):
+    # Snakemake validates the merged config against the schema as well as parsing it.
+    import jsonschema
+
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.validate({"sudoku": {"seeds": [0, 1]}, "ahd": {"seeds": [2]}})
+    for section in ("sudoku", "math", "ahd"):
+        with pytest.raises(jsonschema.ValidationError):
+            validator.validate({section: {"seeds": seeds}})
 
 
 def test_eval_models_are_evaluated_as_base_with_runs_of_their_own():

@@ -17,7 +17,8 @@ from esopt.envs.base import register
 from esopt.envs.sudoku import SudokuEnv
 from esopt.es.strategy import ES
 from esopt.pipeline.config import run_specs
-from esopt.pipeline.rl import es_ledger
+from esopt.pipeline.ledgers import es_ledger
+from esopt.pipeline.records import DirectionResult, RecordError, RewardRow
 from esopt.pipeline.stages import (
     evaluate_checkpoint,
     evaluate_directions,
@@ -72,11 +73,10 @@ def _generation(spec, t, checkpoint):
     evaluate_directions(spec, t, str(checkpoint), str(run / f"gen{t:03d}/directions"),
                         str(run / f"gen{t:03d}/directions.done.json"))
     table = reduce_rewards(spec, t, str(run / f"gen{t:03d}/directions"),
-                           str(run / f"gen{t:03d}/rewards.parquet")).to_pydict()
+                           str(run / f"gen{t:03d}/rewards.parquet"))
     out = run / f"gen{t + 1:03d}"
     manifest = update_checkpoint(spec, t, str(checkpoint), str(run / f"gen{t:03d}/rewards.parquet"),
-                                 str(out / "checkpoint"))
-    (out / "update.json").write_text(json.dumps(manifest))
+                                 str(out / "checkpoint"), record=str(out / "update.json"))
     return table, manifest, out / "checkpoint"
 
 
@@ -93,34 +93,40 @@ def test_a_crashing_episode_excludes_its_direction_and_the_run_goes_on(tiny_dir,
     assert episodes["error"][0] == "RuntimeError: injected environment bug in episode 2"
     assert episodes["success"][0] is False
     # The reward table: direction 1 has no fitness (NaN), counted; the others are means.
-    assert table["failed"] == [False, True, False, False]
-    assert table["failed_episodes"] == [0, 1, 0, 0]
-    assert table["task_failed"][1] == [True, False]
-    assert math.isnan(table["reward"][1])
+    assert table.column("failed") == [False, True, False, False]
+    assert table.column("failed_episodes") == [0, 1, 0, 0]
+    assert table.rows[1].task_failed == [True, False]
+    assert math.isnan(table.fitness[1])
     for i in (0, 2, 3):
-        assert table["reward"][i] == pytest.approx(np.mean(table["task_rewards"][i]))
+        assert table.fitness[i] == pytest.approx(np.mean(table.rows[i].task_rewards))
     # ES.tell excluded it: the update is over the 3 other directions' seeds.
     seeds = [d.seed for d in ES(spec.es).ask(ES(spec.es).state_at(0))]
-    assert manifest["excluded"] == [1] and manifest["failed_directions"] == [1]
-    assert manifest["seeds"] == [seeds[0], seeds[2], seeds[3]]
-    assert len(manifest["weights"]) == G - 1 and manifest["rewards"][1] is None
+    assert manifest.excluded == [1] and manifest.failed_directions == [1]
+    assert manifest.seeds == [seeds[0], seeds[2], seeds[3]]
+    assert len(manifest.weights) == G - 1 and manifest.rewards[1] is None
 
     # The run goes on: generation 1 (no crash now) scores every direction.
     table1, manifest1, _ = _generation(spec, 1, ckpt)
-    assert table1["failed"] == [False] * G and manifest1["excluded"] == []
-    assert all(math.isfinite(r) for r in table1["reward"])
-    assert manifest1["parent_sha256"] == manifest["sha256"]
+    assert table1.column("failed") == [False] * G and manifest1.excluded == []
+    assert all(math.isfinite(r) for r in table1.fitness)
+    assert manifest1.parent_sha256 == manifest.sha256
 
     ledger = pq.read_table(es_ledger(spec, Path(spec.run_dir) / "ledger.parquet")).to_pydict()
     assert ledger["failed_episodes"] == [1, 0] and ledger["excluded_directions"] == [1, 0]
     assert math.isfinite(ledger["reward_mean"][0])
 
     # es.failed_episode_reward: failures score the stated value; nothing is excluded.
+    # (A reduce under that config would refuse these files, made under another identity:
+    # the row of each direction is computed from its record directly.)
+    records = [DirectionResult.read(Path(spec.run_dir) / f"gen000/directions/{i:03d}.parquet")
+               for i in range(G)]
+    again = [RewardRow.of(r, failed_reward=-1.0) for r in records]
+    assert again[1].fitness == pytest.approx((-1.0 + table.rows[1].task_rewards[1]) / 2)
+    assert again[0].fitness == table.fitness[0] and again[1].failed is True
     scored = replace(spec, failed_episode_reward=-1.0)
-    again = reduce_rewards(scored, 0, str(Path(spec.run_dir) / "gen000/directions"),
-                           str(tmp_path / "scored.parquet")).to_pydict()
-    assert again["reward"][1] == pytest.approx((-1.0 + table["task_rewards"][1][1]) / 2)
-    assert again["reward"][0] == table["reward"][0] and again["failed"][1] is True
+    with pytest.raises(RecordError, match="config changed"):
+        reduce_rewards(scored, 0, str(Path(spec.run_dir) / "gen000/directions"),
+                       str(tmp_path / "scored.parquet"))
     assert scored.failed_episode_reward == _spec(tiny_dir, failed_episode_reward=-1.0
                                                  ).failed_episode_reward
 
@@ -134,7 +140,7 @@ def test_evaluation_counts_failed_episodes_apart_from_unsuccessful_ones(tiny_dir
     table = pq.read_table("eval.parquet").to_pydict()
     assert table["failed"] == [False, False, True]
     assert table["error"][2].startswith("RuntimeError: injected")
-    assert summary["failed"] == 1
+    assert summary.failed == 1
     assert json.loads(pq.read_schema("eval.parquet").metadata[b"summary"])["failed"] == 1
     # A crash is unsuccessful too (the rate is over every episode), but said apart.
-    assert summary["success_mean"] == pytest.approx(np.mean(table["success"]))
+    assert summary.success_mean == pytest.approx(np.mean(table["success"]))

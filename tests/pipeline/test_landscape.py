@@ -54,7 +54,8 @@ def test_two_landscapes_of_a_checkpoint_are_identical(tiny_dir, spec, tmp_path):
     table = reward_landscape(spec, str(tiny_dir), tmp_path / "a.parquet", grid=3, span=2.0,
                              tasks=2)
     main(["stage", "landscape", "--spec", spec.to_json(), "--checkpoint", str(tiny_dir),
-          "--out", str(tmp_path / "b.parquet"), "--grid", "3", "--span", "2.0", "--tasks", "2"])
+          "--out", str(tmp_path / "b.parquet"), "--grid", "3", "--span", "2.0", "--tasks", "2",
+          "--centre", "final"])
     again = pq.read_table(tmp_path / "b.parquet")
     assert table.num_rows == 9 and again.select(table.column_names).equals(table)
     assert table.column("x").to_pylist() == [-2.0] * 3 + [0.0] * 3 + [2.0] * 3
@@ -63,6 +64,12 @@ def test_two_landscapes_of_a_checkpoint_are_identical(tiny_dir, spec, tmp_path):
     assert settings["sigma"] == spec.es.sigma(0) == spec.es.sigma.sigma_0
     assert settings["grid"] == 3 and settings["task_seeds"] == landscape_tasks(spec, 2)
     assert json.loads(meta[b"config"])["method"] == "esopt"
+    assert settings["centre"] == "final"  # which checkpoint the plane goes through
+    assert json.loads(pq.read_schema(tmp_path / "a.parquet").metadata[b"landscape"])[
+        "centre"] == "base"
+    with pytest.raises(ValueError, match="centre"):
+        reward_landscape(spec, str(tiny_dir), tmp_path / "c.parquet", grid=3, tasks=1,
+                         centre="best")
 
 
 def test_landscape_runs_are_the_first_seed_of_the_method_at_every_horizon():
@@ -72,6 +79,7 @@ def test_landscape_runs_are_the_first_seed_of_the_method_at_every_horizon():
     assert [(s.method, s.horizon, s.seed) for s, _ in runs] == [("vanilla_es", 1, 1),
                                                                ("vanilla_es", 2, 1)]
     assert runs[0][1].grid == 3
+    assert runs[0][1].centre == "base"  # the paper's Figure 6: around the base model
     cfg["sudoku"]["landscape"]["enabled"] = False
     assert landscape_runs(cfg) == []
     cfg["sudoku"].update(landscape={"method": "copes"})  # not among the methods run

@@ -10,13 +10,14 @@ import pytest
 
 from esopt.agent.evaluate import evaluate
 from esopt.agent.rollout import run_episodes
-from esopt.agent.trajectories import episodes_table, write_parquet_atomic
-from esopt.backends.base import SamplingParams
+from esopt.agent.trajectories import episodes_table
+from esopt.chat import SamplingParams
 from esopt.envs import make_env
 from esopt.pipeline.config import ConfigError, run_specs
 from esopt.pipeline.skills import episodes_from_parquet
 from esopt.pipeline.stages import eval_tasks
 from esopt.report.math_report import correct_matrix, figure8, table3
+from esopt.runtime.atomic import write_parquet_atomic
 
 MATH = {"env": "math_tool", "skills": True, "horizons": [2], "methods": ["base", "esopt"],
         "env_options": {"data": "generated:20:0", "max_new_tokens": 8},
@@ -99,3 +100,102 @@ def test_table3_and_figure8_from_evaluation_files(tiny_policy, tmp_path):
     finally:
         os.chdir(cwd)
     assert json.loads(spec.to_json())["eval_env_options"] == {"data": "generated:10:7"}
+
+
+def test_grpo_trains_an_epoch_each_problem_once_in_a_seeded_order():
+    """Issue 36, item 11: 20 steps x 20 problems over the 400-record file is one epoch,
+    not 400 draws with replacement; the next epoch is another order; the seed decides."""
+    from esopt.pipeline.rl import rl_tasks
+
+    cfg = config(methods=["base", "grpo"], seeds=[0, 1],
+                 rl={"steps": 30, "tasks_per_step": 20, "group_size": 2})
+    grpo = [s for s in run_specs(cfg) if s.method == "grpo"]
+    for spec in grpo:
+        epoch = [t for k in range(20) for t in rl_tasks(spec, k, 400)]
+        assert sorted(epoch) == list(range(400)) and epoch != sorted(epoch)
+        second = [t for k in range(20, 30) for t in rl_tasks(spec, k, 400)]
+        assert len(set(second)) == 200 and second != epoch[:200]
+        assert epoch == [t for k in range(20) for t in rl_tasks(spec, k, 400)]
+    a, b = ([t for k in range(20) for t in rl_tasks(s, k, 400)] for s in grpo)
+    assert a != b  # seeds 0 and 1: two orders
+    # An epoch boundary inside a step: 3 problems, 2 per step -> [x, y], [z | x', ...].
+    spec = replace(grpo[0], rl=replace(grpo[0].rl, tasks_per_step=2))
+    steps = [rl_tasks(spec, k, 3) for k in range(3)]
+    flat = [t for s in steps for t in s]
+    assert sorted(flat[:3]) == [0, 1, 2] and sorted(flat[3:]) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("scale", ["math", "math-paper"])
+def test_math_scales_evaluate_dapo_and_aime(scale):
+    """Both held-out sets of Table 3 (DAPO and AIME 2026) in the scales' evaluation,
+    interleaved: the tiny scale's 8 tasks are 4 of each, the paper's 130 all of both."""
+    import yaml
+
+    shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "math"
+    if not shared.is_dir():
+        pytest.skip(f"needs {shared}")
+    repo = Path(__file__).resolve().parents[2]
+    math = yaml.safe_load((repo / "config" / "scales" / f"{scale}.yaml").read_text())["math"]
+    data = math["eval"]["env_options"]["data"]
+    assert [Path(d).name for d in data] == ["dapo_test.jsonl", "aime_2026.jsonl"]
+    env = make_env("math_tool", data=[str(shared / Path(d).name) for d in data])
+    tasks = eval_tasks("math_tool", {"data": [str(shared / Path(d).name) for d in data]},
+                       math["eval"]["tasks"])
+    sources = [env.problems[t].source for t in tasks]
+    dapo, aime = sources.count("BytedTsinghua-SIA/DAPO-Math-17k"), sources.count(
+        "MathArena/aime_2026")
+    assert (dapo, aime) == ((4, 4) if scale == "math" else (100, 30))
+    assert sources[:2] == ["BytedTsinghua-SIA/DAPO-Math-17k", "MathArena/aime_2026"]
+
+
+def test_trace2skill_settings_reach_the_distillation_not_the_runs_identity():
+    from esopt.pipeline.config import trace2skill_json
+
+    a = config(trace2skill={"iterations": 3, "tasks": 4, "rollouts": 2})
+    b = config(trace2skill={"iterations": 70, "tasks": 8, "rollouts": 8})
+    settings = json.loads(trace2skill_json(a, "math"))
+    assert (settings["iterations"], settings["tasks"], settings["rollouts"]) == (3, 4, 2)
+    # The ES run (and every other) keeps its identity: only the distillation reruns.
+    assert [s.identity_json() for s in run_specs(a)] == [s.identity_json()
+                                                         for s in run_specs(b)]
+
+
+@pytest.mark.parametrize("scale, iterations, per", [("math", 2, 2), ("math-paper", 70, 8),
+                                                    ("web", 2, 2), ("web-paper", 70, 8)])
+def test_scales_run_the_papers_iterations_at_paper_scale(scale, iterations, per):
+    """Table 12: the Trace2Skill baseline's 70 iterations of 8 tasks x 8 rollouts at the
+    paper's scale; a few at the tiny scales."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    cfg = yaml.safe_load((repo / "config" / "scales" / f"{scale}.yaml").read_text())
+    section = cfg["experiments"][0]
+    t2s = cfg[section]["trace2skill"]
+    assert cfg[section]["skills"] and (t2s["iterations"], t2s["tasks"], t2s["rollouts"]) == (
+        iterations, per, per)
+
+
+def test_the_baseline_iterates_playing_with_its_skill(tiny_dir, tmp_path, monkeypatch):
+    """distill_stage of method base: every iteration plays tasks x rollouts training
+    episodes with the SKILL.md so far in the system prompt, and records its pass."""
+    from esopt.backends.hf import HFPolicy
+    from esopt.pipeline import skills as stage
+    from esopt.pipeline.spec import Trace2SkillConfig
+
+    settings = Trace2SkillConfig(iterations=2, tasks=2, rollouts=2)
+    spec = next(s for s in run_specs(config()) if s.method == "base")
+    spec = replace(spec, model=str(tiny_dir), train_decoder=replace(
+        spec.train_decoder, max_new_tokens=8))
+    policy = HFPolicy.load(tiny_dir)
+    skill = "# Skills (lessons from earlier attempts)\n- print the value before answering\n"
+    played = stage.play_iteration(policy, spec, settings, skill, 1)
+    assert len(played) == 4 and all(skill.strip() in ep.first_prompt[0]["content"]
+                                    for ep in played)
+    assert stage.iteration_tasks(spec, settings, 0) != stage.iteration_tasks(spec, settings, 1)
+    monkeypatch.chdir(tmp_path)
+    record = stage.distill_stage(spec, str(tiny_dir), [], str(tmp_path / "SKILL.md"),
+                                 settings)
+    assert record["iterations"] == 2 and record["episodes"] == 8
+    assert [p["iteration"] for p in record["passes"]] == [0, 1]
+    assert (tmp_path / "SKILL.md").read_text().startswith("# Skills")
+    assert json.loads((tmp_path / "SKILL.json").read_text())["passes"][1]["episodes"] == 4

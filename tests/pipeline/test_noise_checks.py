@@ -31,7 +31,7 @@ def test_an_es_lineage_of_an_older_noise_spec_is_refused(tiny_dir, tmp_path):
     rewards = _rewards(spec, tmp_path / "r.parquet", [0.0, 1.0, 0.5, 0.25])
     child = tmp_path / "gen001"
     manifest = update_checkpoint(spec, 0, str(tiny_dir), rewards, str(child))
-    assert manifest["noise_spec"] == NOISE_SPEC
+    assert manifest.noise_spec == NOISE_SPEC
     check_noise_lineage(child)  # today's spec: fine
     check_noise_lineage(tiny_dir)  # a base model has no ES lineage: fine
     old = json.loads((child / MANIFEST_NAME).read_text())

@@ -4,24 +4,21 @@ import json
 import subprocess
 import sys
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from esopt.pipeline.config import run_specs
 from esopt.pipeline.status import load_config, parse_overrides, run_status
+from tests.support.records import reward_table, update_manifest
 from tests.workflow.conftest import REPO
 
 
-def _write_generation(run, g, rewards, fanout_s, update_s):
+def _write_generation(spec, run, g, rewards, fanout_s, update_s):
     gen = run / f"gen{g:03d}"
     gen.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"direction": list(range(len(rewards))), "reward": rewards}),
-                   gen / "rewards.parquet")
+    reward_table(spec, g, rewards, ["w"]).write(gen / "rewards.parquet", spec)
     (gen / "directions.done.json").write_text(json.dumps({"wall_s": fanout_s}))
-    nxt = run / f"gen{g + 1:03d}"
-    nxt.mkdir(exist_ok=True)
-    (nxt / "update.json").write_text(json.dumps({"update_wall_s": update_s}))
+    update_manifest(generation=g + 1, update_wall_s=update_s).write(
+        run / f"gen{g + 1:03d}" / "update.json")
 
 
 def test_status_counts_generations_and_measures_their_time(tmp_path):
@@ -30,14 +27,14 @@ def test_status_counts_generations_and_measures_their_time(tmp_path):
     esopt = specs["esopt"]
     assert esopt.generations == 2  # smoke.yaml, merged over config.yaml
     run = tmp_path / "results" / "sudoku/h1/esopt/seed0"
-    _write_generation(run, 0, [0.0, 1.0, 0.5, 0.5], fanout_s=10.0, update_s=2.0)
+    _write_generation(esopt, run, 0, [0.0, 1.0, 0.5, 0.5], fanout_s=10.0, update_s=2.0)
     row = run_status(esopt, tmp_path / "results")
     assert row["done"] == 1 and row["planned"] == 2
     assert row["last_reward"] == pytest.approx(0.5) and row["s_per_gen"] == pytest.approx(12.0)
     (run / "gen001" / "update.json").unlink()
-    _write_generation(run, 1, [0.25, 0.25, 0.0, 0.0], fanout_s=20.0, update_s=4.0)
+    _write_generation(esopt, run, 1, [0.25, 0.25, 0.0, 0.0], fanout_s=20.0, update_s=4.0)
     assert run_status(esopt, tmp_path / "results")["done"] == 0  # gen 1 lost its update
-    (run / "gen001" / "update.json").write_text(json.dumps({"update_wall_s": 2.0}))
+    update_manifest(update_wall_s=2.0).write(run / "gen001" / "update.json")
     row = run_status(esopt, tmp_path / "results")
     assert row["done"] == 2 and row["last_reward"] == pytest.approx(0.125)
     assert row["s_per_gen"] == pytest.approx((12.0 + 24.0) / 2)

@@ -114,7 +114,7 @@ def test_figure10_curve_starts_at_the_base_evaluation(tmp_path):
 
 
 def test_the_evaluation_stage_plays_web_episodes_with_a_tiny_model(tiny_dir, tmp_path):
-    from esopt.backends.base import SamplingParams
+    from esopt.chat import SamplingParams
     from esopt.pipeline.stages import evaluate_checkpoint
     from esopt.report.results import eval_summary
 
@@ -123,10 +123,10 @@ def test_the_evaluation_stage_plays_web_episodes_with_a_tiny_model(tiny_dir, tmp
         max_new_tokens=8, temperature=1.0), runtime={"eval_threads": 1})
     out = tmp_path / "eval.parquet"
     summary = evaluate_checkpoint(spec, str(tiny_dir), 0, str(out))
-    assert summary["failed"] == 0 and summary["success_mean"] == 0.0  # random weights
+    assert summary.failed == 0 and summary.success_mean == 0.0  # random weights
     table = pq.read_table(out).to_pylist()
     assert [r["task_seed"] for r in table] == [0, 1, 2, 3, 4]
     assert all(r["num_turns"] == spec.horizon for r in table)  # the budget ran out
-    assert eval_summary(out)["success_mean"] == 0.0
+    assert eval_summary(out).success_mean == 0.0
     assert set(site_successes(out, spec.eval_env_kwargs)) == {"all", "forum", "gitlab", "cms",
                                                               "map", "shop"}

@@ -1,14 +1,14 @@
 """The companion-methods table and figure from synthetic run outputs."""
 
-import json
 
 import pyarrow as pa
 import pytest
 
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
 from esopt.report.companions import companion_table, write_companions
+from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
+from tests.support.records import eval_summary_json
 
 
 @pytest.fixture()
@@ -36,12 +36,14 @@ def specs(tmp_path, monkeypatch):
                 write_parquet_atomic(pa.table({"task_seed": [0, 1, 2, 3],
                                                "success": [i < solved for i in range(4)]}),
                                      tmp_path / s.run_dir / path,
-                                     {"summary": json.dumps(summary)})
+                                     {"summary": eval_summary_json(**summary)})
         if s.method != "base":
+            asynchrony = {"accepted": [4, 4], "stale_accepted": [0, 3],
+                          "max_lag_used": [0, 1]} if s.method == "async_es" else {}
             write_parquet_atomic(pa.table({
                 "step": [1, 2], "reward_mean": [0.1, 0.4 if s.method == "copes" else 0.2],
                 "episodes": [64, 72 if s.method == "async_es" else 64],
-                "peak_memory_mb": [1.0, 1.0], "flops": [1.0, 1.0]}),
+                "peak_memory_mb": [1.0, 1.0], "flops": [1.0, 1.0], **asynchrony}),
                 tmp_path / s.run_dir / "ledger.parquet")
     return specs
 
@@ -50,10 +52,12 @@ def test_companion_table_rows(specs):
     header, rows = companion_table(specs)
     by = {r[0]: dict(zip(header, r, strict=True)) for r in rows}
     assert set(by) == {"Vanilla ES", "CoPES", "Async ES", "Low-rank ES"}
-    assert by["CoPES"]["Settings"] == "K=2, N/K=4"
-    assert by["Low-rank ES"]["Settings"] == "r=3"
+    assert by["CoPES"]["Settings"] == "K=2, N/K=4, sigma*sqrt(K), step sqrt(K) x ES's"
+    assert by["Low-rank ES"]["Settings"] == "r=3, antithetic, vectors full-rank noise"
     assert by["Async ES"]["Settings"].startswith("L=1")
     assert by["Async ES"]["Episodes"] == "136"
+    assert by["Async ES"]["Stale results used"] == "3 of 8 (lags <= 1)"
+    assert by["CoPES"]["Stale results used"] == "–"
     assert by["CoPES"]["Train reward (first -> last)"] == "0.100 -> 0.400"
     assert by["CoPES"]["Held-out success (gen 0 -> final)"] == "25.0 -> 75.0 ± 0.0"
     # CoPES solves tasks 0-2, base task 0: +50 points, every resample between 0 and 100.

@@ -11,12 +11,13 @@ import pytest
 
 import esopt.report.figures as figures
 import esopt.report.landscape as landscape
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
 from esopt.report.figures import figure7, horizon_points, train_reward_figure
 from esopt.report.landscape import figure6, gaussian_smooth, read_landscape
 from esopt.report.results import correct_turns
+from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
+from tests.support.records import eval_summary_json
 
 
 def _turns(cells_correct):
@@ -41,7 +42,7 @@ def _write_eval(run_dir, per_repeat, episodes):
     table = pa.table({"success": [False] * len(episodes),
                       "turns": [_turns(e) for e in episodes]})
     write_parquet_atomic(table, run_dir / "final" / "eval.parquet",
-                         {"summary": json.dumps(summary)})
+                         {"summary": eval_summary_json(**summary)})
 
 
 @pytest.fixture()
@@ -180,12 +181,12 @@ def test_gaussian_smoothing_is_a_renormalised_nan_aware_kernel_mean():
     assert np.isnan(gaussian_smooth(np.full((3, 3), np.nan))).all()
 
 
-def _landscape(path, spec, rewards):
+def _landscape(path, spec, rewards, **settings):
     axis = [-2.0, 0.0, 2.0]
     table = pa.table({"x": [x for x in axis for _ in axis], "y": axis * 3,
                       "reward": rewards})
     write_parquet_atomic(table, path, {"config": spec.to_json(), "landscape": json.dumps(
-        {"grid": 3, "span": 2.0, "tasks": 2, "sigma": spec.es.sigma(0)})})
+        {"grid": 3, "span": 2.0, "tasks": 2, "sigma": spec.es.sigma(0), **settings})})
 
 
 def test_figure6_marks_the_best_and_worst_raw_points(specs, tmp_path, monkeypatch):
@@ -193,8 +194,8 @@ def test_figure6_marks_the_best_and_worst_raw_points(specs, tmp_path, monkeypatc
     # Rows x = -2, 0, 2 (outer) by y = -2, 0, 2: best at (2, -2), worst tied at (-2, -2)
     # and (0, 0): the one nearest the centre, (0, 0).
     _landscape(tmp_path / "h1.parquet", esopt[0],
-               [0.0, 0.5, 0.5, 0.5, 0.0, 0.5, 1.0, 0.5, math.nan])
-    _landscape(tmp_path / "h2.parquet", esopt[1], [0.25] * 9)
+               [0.0, 0.5, 0.5, 0.5, 0.0, 0.5, 1.0, 0.5, math.nan], centre="base")
+    _landscape(tmp_path / "h2.parquet", esopt[1], [0.25] * 9)  # older: no centre recorded
     land = read_landscape(tmp_path / "h1.parquet")
     assert land.reward_xy[2, 0] == 1.0 and math.isnan(land.reward_xy[2, 2])
     assert land.best == (2.0, -2.0) and land.worst == (0.0, 0.0)
@@ -203,11 +204,14 @@ def test_figure6_marks_the_best_and_worst_raw_points(specs, tmp_path, monkeypatc
     assert [p.name for p in paths] == ["fig6.pdf", "fig6.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
     ax = seen[0].axes[0]  # H*=1 first
-    assert ax.get_title().startswith("H*=1")
+    assert ax.get_title().startswith("H*=1") and "around the base model" in ax.get_title()
     marks = {line.get_label(): (float(line.get_xdata()[0]), float(line.get_ydata()[0]))
              for line in ax.get_lines()}
-    assert marks == {"checkpoint": (0.0, 0.0), "best (raw)": (2.0, -2.0),
+    assert marks == {"base model": (0.0, 0.0), "best (raw)": (2.0, -2.0),
                      "worst (raw)": (0.0, 0.0)}
+    older = seen[0].axes[1]  # a file from before the option was centred on the final one
+    assert f"around gen {esopt[1].generations}" in older.get_title()
+    assert "final checkpoint" in [line.get_label() for line in older.get_lines()]
     shown = ax.get_images()[0].get_array()
     assert shown.shape == (3, 3)
     # imshow rows are y: the point (x=2, y=-2) is row 0, column 2.

@@ -5,10 +5,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
 from esopt.report import math_report
 from esopt.report.math_report import figure8, figure9, score_matrix, table3, trajectory_lengths
+from esopt.report.stats import cluster_bootstrap
+from esopt.runtime.atomic import write_parquet_atomic
 from tests.report.test_figures import _captured
 
 # (tasks, 4 samples) per run: DocVQA ANLS and exact match, math success.
@@ -69,14 +70,24 @@ def test_score_matrix_orders_tasks_and_repeats(specs):
         [1, 1, 0, 1], [0, 0, 0, 0]]
 
 
+def _means(row):
+    """The mean±std part of each cell (the CI follows in brackets)."""
+    return [c.split(" [")[0] for c in row]
+
+
 def test_table3_merges_math_and_docvqa_columns(specs):
     header, rows = table3(specs)
     assert header == ["Condition", "math H2 Mean@4 (%)", "math H2 Pass@4 (%)",
                       "docvqa H3 ANLS Mean@4", "docvqa H3 ANLS Max@4",
                       "docvqa H3 Acc. Mean@4 (%)", "docvqa H3 Acc. Pass@4 (%)"]
-    by = {r[0]: r[1:] for r in rows}
+    by = {r[0]: _means(r[1:]) for r in rows}
+    cis = {r[0]: r[1:] for r in rows}
     assert list(by) == ["No Skill", "Agentic GRPO + No Skill", "Agentic ESOpt + No Skill",
                         "Held-out tasks x samples"]
+    # The CI: the cluster bootstrap of the per-problem values (one seed: over problems).
+    per_problem = np.array([MATH["base"]]).mean(axis=2)  # (1 seed, 3 problems)
+    ci = cluster_bootstrap(per_problem)
+    assert cis["No Skill"][0] == f"33.33±0.00 [{100 * ci.lo:.2f}, {100 * ci.hi:.2f}]"
     # Hand-computed. Math base: 4 of 12 correct; 2 of 3 problems solved at least once.
     assert by["No Skill"][:2] == ["33.33±0.00", "66.67±0.00"]
     # DocVQA base ANLS: mean (1.5 + 0) / 8; Max@4 mean of maxima (1.0 + 0) / 2.
@@ -93,6 +104,7 @@ def test_table3_merges_math_and_docvqa_columns(specs):
 def test_table3_without_docvqa_keeps_the_math_columns_only(specs):
     header, rows = table3([s for s in specs if s.env == "math_tool"])
     assert header == ["Condition", "math H2 Mean@4 (%)", "math H2 Pass@4 (%)"]
+    assert _means(rows[0][1:]) == ["33.33±0.00", "66.67±0.00"]
     assert [r[0] for r in rows][:3] == ["No Skill", "Agentic GRPO + No Skill",
                                         "Agentic ESOpt + No Skill"]
 
@@ -131,3 +143,38 @@ def test_figure9_draws_turns_per_update_through_the_last_es_generation(specs, tm
     assert list(lines["turn limit"].get_ydata()) == [3, 3]
     grpo = next(s for s in specs if (s.env, s.method) == ("docvqa", "grpo"))
     assert trajectory_lengths(grpo) == ([1, 2, 3, 4, 5], [1.0, 1.5, 2.0, 2.5, 3.0])
+
+
+def test_table3_has_dapo_and_aime_columns_from_one_held_out_set(tmp_path, monkeypatch):
+    """Issue 36, item 11: the math evaluation plays DAPO and AIME 2026 problems (one file
+    each, interleaved); Table 3 gives each its column group, with seeds as clusters."""
+    cfg = {"model": "tiny-random", "experiments": ["math"],
+           "math": {"skills": True, "horizons": [2], "methods": ["base", "esopt"],
+                    "seeds": [0, 1], "env_options": {"data": "generated:20:0"},
+                    "eval": {"tasks": 4, "repeats": 2}}}
+    specs = run_specs(cfg)
+    monkeypatch.chdir(tmp_path)
+    dapo, aime = "BytedTsinghua-SIA/DAPO-Math-17k", "MathArena/aime_2026"
+    sources = [dapo, aime, dapo, aime]  # interleaved, as the environment serves them
+    for s in specs:
+        # Base solves the DAPO problems once in two samples, never an AIME one; ESOpt
+        # solves every DAPO sample and, with seed 1 only, one AIME problem.
+        rows = {"task_seed": [], "repeat": [], "success": [], "source": []}
+        for task, src in enumerate(sources):
+            for r in range(2):
+                ok = (src == dapo and (s.method == "esopt" or r == 0)) or (
+                    s.method == "esopt" and s.seed == 1 and task == 1)
+                rows["task_seed"].append(task)
+                rows["repeat"].append(r)
+                rows["success"].append(ok)
+                rows["source"].append(src)
+        write_parquet_atomic(pa.table(rows), tmp_path / s.run_dir / "final" / "eval.parquet")
+    header, rows = table3(specs)
+    assert header == ["Condition", "math H2 DAPO Mean@2 (%)", "math H2 DAPO Pass@2 (%)",
+                      "math H2 AIME 2026 Mean@2 (%)", "math H2 AIME 2026 Pass@2 (%)"]
+    by = {r[0]: r[1:] for r in rows}
+    assert _means(by["No Skill"]) == ["50.00±0.00", "100.00±0.00", "0.00±0.00", "0.00±0.00"]
+    # ESOpt on AIME: seed 0 solves nothing, seed 1 one problem of 2 (both samples).
+    assert _means(by["Agentic ESOpt + No Skill"]) == [
+        "100.00±0.00", "100.00±0.00", "25.00±25.00", "25.00±25.00"]
+    assert by["Held-out tasks x samples"] == ["2x2"] * 4

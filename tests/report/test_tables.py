@@ -5,10 +5,11 @@ import json
 import pyarrow as pa
 import pytest
 
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.pipeline.config import run_specs
 from esopt.report.tables import table1, table2, table7, to_latex, to_markdown
+from esopt.runtime.atomic import write_parquet_atomic
 from tests.pipeline.test_config import base_config
+from tests.support.records import eval_summary_json
 
 RL = ("grpo", "grpo_b", "ppo")
 
@@ -19,17 +20,22 @@ def _write_eval(run_dir, generation, per_repeat, peak, failed=0):
                "failed": failed}
     table = pa.table({"success": [True]})
     write_parquet_atomic(table, run_dir / "eval" / f"gen{generation:03d}.parquet",
-                         {"summary": json.dumps(summary)})
+                         {"summary": eval_summary_json(**summary)})
     write_parquet_atomic(table, run_dir / "final" / "eval.parquet",
-                         {"summary": json.dumps(summary)})
+                         {"summary": eval_summary_json(**summary)})
 
 
 @pytest.fixture()
 def specs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # run dirs are relative, as in the workflow
+    return write_sudoku_runs(tmp_path)
+
+
+def write_sudoku_runs(tmp_path):
+    """Every Table 1 run at H*=1, 2 with seeds 0, 1: evaluations and training ledgers."""
     cfg = base_config()
     cfg["sudoku"]["seeds"] = [0, 1]
     specs = run_specs(cfg)
-    monkeypatch.chdir(tmp_path)  # run dirs are relative, as in the workflow
     rates = {"base": [0.25, 0.25], "vanilla_es": [0.5, 0.25], "esopt": [0.75, 0.5],
              "grpo": [0.5, 0.5], "grpo_b": [0.5, 0.75], "ppo": [0.0, 0.25]}
     for s in specs:
@@ -66,7 +72,8 @@ def test_table1_pools_seeds_and_repeats_and_takes_the_peak_memory(specs):
     assert by["Base model"][3] == "25.00±0.00"
     assert by["Base model"][2] == "–"  # no base checkpoint manifest here
     assert by["Base model"][1] == f"{1100 / 1024:.2f}GB"
-    assert by["+ Vanilla ES"][1] == f"{1600 / 1024:.2f}GB"  # an evaluation above its ledger
+    # Trained runs: their training jobs' ledgers, not their evaluations (1600 MB here).
+    assert by["+ Vanilla ES"][1] == f"{900 / 1024:.2f}GB"
     assert by["+ Agentic GRPO †"][1] == f"{8000 / 1024:.2f}GB"  # the training step's peak
     assert by["+ Agentic GRPO ‡ (GRPO-B)"][3] == "62.50±12.50"
     assert [r[0] for r in rows][-3:] == ["+ Agentic GRPO †", "+ Agentic GRPO ‡ (GRPO-B)",
@@ -124,22 +131,33 @@ def test_latex_and_markdown_escape_and_align():
     assert md.splitlines()[1] == "|---|---|"
 
 
-@pytest.mark.parametrize("dtype, es_gb, rl_gb", [("float32", 4.0, 20.0), ("bfloat16", 2.0, 22.0)])
-def test_table1_memory_requirement_counts_weights_and_optimiser_state(specs, dtype, es_gb,
-                                                                       rl_gb):
+@pytest.mark.parametrize("dtype, es_gb, rl_gb, ppo_gb", [("float32", 4.0, 20.0, 36.0),
+                                                          ("bfloat16", 2.0, 22.0, 38.0)])
+@pytest.mark.parametrize("tied", [True, False])
+def test_table1_memory_requirement_counts_weights_optimiser_state_and_critic(
+        specs, dtype, es_gb, rl_gb, ppo_gb, tied):
     """2**30 parameters: inference / ES hold the serving weights; the RL baselines also
     the reference, float32 gradients and AdamW moments (+ the float32 master and the
-    serving-precision gradients when serving in bf16)."""
+    serving-precision gradients when serving in bf16); PPO also its float32 critic with
+    gradients and moments (16 bytes a parameter): the model without an untied LM head,
+    plus a value head."""
     from dataclasses import replace
     from pathlib import Path
 
     model = Path(specs[0].model)
     model.mkdir(parents=True)
-    (model / "manifest.json").write_text(json.dumps({"num_parameters": 2**30}))
+    (model / "manifest.json").write_text(json.dumps({"num_parameters": 2**30,
+                                                     "sha256": "0" * 64}))
+    # An untied LM head of 2**28 parameters (vocab 2**18 x d 2**10) is not the critic's.
+    (model / "config.json").write_text(json.dumps(
+        {"hidden_size": 2**10, "vocab_size": 2**18, "tie_word_embeddings": tied}))
     _, rows = table1([replace(s, serving_dtype=dtype) for s in specs])
     by = {r[0]: r for r in rows}
     assert by["Base model"][2] == by["+ Agentic ESOpt"][2] == f"{es_gb:.2f}GB"
-    assert by["+ Agentic GRPO †"][2] == by["+ Agentic PPO"][2] == f"{rl_gb:.2f}GB"
+    assert by["+ Agentic GRPO †"][2] == f"{rl_gb:.2f}GB"
+    critic_gb = 16 * (2**30 - (0 if tied else 2**28) + 2**10) / 2**30
+    assert by["+ Agentic PPO"][2] == f"{rl_gb + critic_gb:.2f}GB"
+    assert by["+ Agentic PPO"][2] == (f"{ppo_gb:.2f}GB" if tied else f"{ppo_gb - 4:.2f}GB")
 
 
 def test_eval_only_models_get_rows_of_their_own_first(tmp_path, monkeypatch):
@@ -160,7 +178,8 @@ def test_eval_only_models_get_rows_of_their_own_first(tmp_path, monkeypatch):
                                  tmp_path / s.run_dir / "ledger.parquet")
     big = next(s for s in specs if s.eval_model)
     Path(big.model).mkdir(parents=True)
-    (Path(big.model) / "manifest.json").write_text(json.dumps({"num_parameters": 2**30}))
+    (Path(big.model) / "manifest.json").write_text(json.dumps({"num_parameters": 2**30,
+                                                               "sha256": "0" * 64}))
     _, rows = table1(specs)
     assert [r[0] for r in rows] == ["Qwen/Qwen3.5-27B (evaluation only)", "Base model",
                                     "+ Agentic ESOpt"]

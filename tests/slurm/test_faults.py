@@ -9,16 +9,19 @@ import time
 
 import pytest
 
-from esopt.pipeline.stages import direction_path, evaluate_directions
+from esopt.pipeline.lineage import direction_path
+from esopt.pipeline.stages import evaluate_directions
 from esopt.runtime.fanout import FanoutError, map_shards
 from tests.conftest import assert_reports_injected_failure
+from tests.support.faults import fault_environment
 
 pytestmark = pytest.mark.slurm
 
 
-def _run(spec, out, **env):
+def _run(spec, out, **faults):
+    env = fault_environment(**faults)
     old = {k: os.environ.get(k) for k in env}
-    os.environ.update({k: str(v) for k, v in env.items()})
+    os.environ.update(env)
     try:
         evaluate_directions(spec, 0, spec.model, str(out), str(out) + ".done.json")
     finally:
@@ -70,7 +73,7 @@ def _wait_for_tasks(folder, n: int, timeout_s: float = 30) -> list[str]:
 def test_a_crashing_direction_fails_the_generation_with_its_traceback(smoke_spec, tmp_path):
     out = tmp_path / "directions"
     with pytest.raises(FanoutError) as err:
-        _run(smoke_spec, out, ESOPT_FAIL_DIRECTION=1)
+        _run(smoke_spec, out, fail_direction=1)
     assert_reports_injected_failure(str(err.value), 1)
     done = _mtimes(out, 4)
     assert 1 not in done and {0, 2} <= set(done)  # the other shard finished its work
@@ -88,7 +91,7 @@ def test_a_cancelled_array_task_fails_the_generation_and_a_rerun_recovers(smoke_
         try:
             # 4 s per direction: task 1 (load + 2 directions) outlives the cancel, sent as
             # soon as squeue lists it (pending or running)
-            _run(smoke_spec, out, ESOPT_DIRECTION_DELAY_S=4)
+            _run(smoke_spec, out, delay_s=4)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -142,7 +145,7 @@ def test_a_preempted_task_requeues_and_resumes(smoke_spec, tmp_path):
 
     def run():
         try:
-            _run(smoke_spec, out, ESOPT_DIRECTION_DELAY_S=8)
+            _run(smoke_spec, out, delay_s=8)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 

@@ -74,7 +74,9 @@ def test_scrolling_moves_a_bounded_window(browser):
 
 
 @pytest.mark.parametrize("url", ["http://example.com/", "https://127.0.0.1:1/",
-                                 "file:///etc/passwd", "/__reset", "javascript:alert(1)"])
+                                 "file:///etc/passwd", "/__reset", "javascript:alert(1)",
+                                 "/%5f%5fhealth", "/%255F%255Freset", "/f/../__health",
+                                 "//__release"])
 def test_only_the_sites_are_reachable(browser, url):
     before = browser.url
     assert browser.goto(url).startswith("Refused")
@@ -144,3 +146,34 @@ def test_a_redirect_off_the_sites_is_refused_before_it_is_requested():
         for server in (target, site):
             server.shutdown()
             server.server_close()
+
+
+def test_searches_take_wildcards_literally_and_paging_is_clamped(server):
+    import requests
+
+    with requests.Session() as http:
+        http.headers[EPISODE_HEADER] = "browser"
+        for q in ("%", "_", "\\", "%%_"):
+            r = http.get(f"{server.url}/search", params={"q": q}, timeout=10)
+            assert r.status_code == 200 and "<p>0 results</p>" in r.text, q
+        for page in ("99999999999999999999", "-5", "0", str(2**63)):
+            r = http.get(f"{server.url}/f/python", params={"page": page}, timeout=10)
+            assert r.status_code == 200, page
+
+
+def test_episode_copies_in_use_are_never_evicted(tmp_path, monkeypatch):
+    from esopt.web.apps import common
+
+    monkeypatch.setattr(common, "MAX_EPISODE_COPIES", 3)
+    pristine = tmp_path / "pristine.db"
+    pristine.write_bytes(b"db")
+    store = common.EpisodeStore(pristine, tmp_path)
+    held = store.open("held")
+    for i in range(6):
+        store.path(f"e{i}")
+    assert held.exists()  # the oldest, but open
+    store.path("e5")  # used: the most recent
+    store.close("held")
+    for i in range(6, 9):
+        store.path(f"e{i}")
+    assert not held.exists() and store.path("e5").exists()

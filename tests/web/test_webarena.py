@@ -81,6 +81,46 @@ def test_unsupported_configs_are_refused(bad, message):
         task_from_config(bad, {"reddit": "http://h"})
 
 
+def _list_file(tmp_path, items):
+    """WebArena's test.raw.json layout, one config per line: item k is on line k + 2."""
+    path = tmp_path / "test.raw.json"
+    path.write_text("[\n" + ",\n".join(json.dumps(c) for c in items) + "\n]\n")
+    return path
+
+
+GOOD = config(1, ["url_match"], reference_url="__REDDIT__/f/books")
+
+
+@pytest.mark.parametrize("bad, why", [
+    (config(2, ["llm_judge_only"]), "task 2: no supported evaluator in ['llm_judge_only']"),
+    ({k: v for k, v in config(2, ["url_match"]).items() if k != "eval"}, "task 2: no 'eval' key"),
+    ({**GOOD, "task_id": "two"}, "task_id 'two' is not an integer"),
+    ([GOOD], "expected a task config (an object with task_id)"),
+])
+def test_a_refused_config_is_named_by_file_and_line(tmp_path, bad, why):
+    # Issue 35: loader errors name the file and the line (these named neither).
+    path = _list_file(tmp_path, [GOOD, GOOD, bad, GOOD])
+    with pytest.raises(ValueError) as err:
+        load_webarena_tasks(path, {"reddit": "http://h"})
+    assert str(err.value) == f"{path}, line 4: {why}"
+
+
+def test_a_config_file_that_is_not_json_is_named_by_file_and_line(tmp_path):
+    path = _list_file(tmp_path, [GOOD, GOOD])
+    path.write_text(path.read_text().replace('"sites"', '"sites" "x"', 1))
+    with pytest.raises(ValueError, match=rf"^{path}, line 2: not JSON: Expecting ':' delimiter"):
+        load_webarena_tasks(path, {"reddit": "http://h"})
+    directory = tmp_path / "configs"
+    directory.mkdir()
+    (directory / "1.json").write_text(json.dumps(GOOD, indent=2))
+    (directory / "2.json").write_bytes(b'{"task_id": 2, "intent": "caf\xe9"}')
+    with pytest.raises(ValueError, match=rf"^{directory / '2.json'}, line 1: not UTF-8 text"):
+        load_webarena_tasks(directory, {"reddit": "http://h"})
+    (directory / "2.json").unlink()
+    (task,) = load_webarena_tasks(directory, {"reddit": "http://h"})
+    assert task.id == "webarena/1" and task.check.reference == ("http://h/f/books",)
+
+
 def test_fuzzy_match_needs_a_judge_and_or_alternatives_count():
     check = Check("fuzzy_match", ("Bob Smith",))
     judge = load_judge("tests.web.test_webarena:judge_says_bob")

@@ -13,7 +13,7 @@ def test_dry_run_of_all_at_the_default_scale(workdir):
     # 20 and the base model evaluated per experiment; Figure 6 is Sudoku's only
     assert re.search(r"evaluate_directions\s+40\n", out) and "report_pdf" in out
     assert re.search(r"evaluate_checkpoint\s+6\n", out) and "rl_train" not in out
-    assert re.search(r"landscape\s+1\n", out) and re.search(r"figure6\s+1\n", out)
+    assert re.search(r"landscape\s+1\n", out) and re.search(r"report_figure6\s+1\n", out)
 
 
 def test_dry_run_of_every_table1_row_at_the_tiny_scale(workdir):
@@ -23,7 +23,7 @@ def test_dry_run_of_every_table1_row_at_the_tiny_scale(workdir):
     assert re.search(r"rl_train\s+6\n", out)
     assert re.search(r"es_ledger\s+4\n", out)
     # Figure 6: one landscape per H* (esopt, seed 0), one figure job
-    assert re.search(r"landscape\s+2\n", out) and re.search(r"figure6\s+1\n", out)
+    assert re.search(r"landscape\s+2\n", out) and re.search(r"report_figure6\s+1\n", out)
 
 
 def test_dry_run_of_the_smoke_and_paper_scales(workdir):
@@ -55,11 +55,13 @@ def test_dry_run_of_the_docvqa_scale(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "scale=docvqa").stdout
     # ESOpt: 2 generations of directions, reduce, update; GRPO: one training job; base,
     # ESOpt and GRPO each evaluated once (base at generation 0, the others at their last);
-    # Table 3, Figures 8 and 9 in one report job, then the PDF.
+    # Table 3 and Figure 8 in one report job, Figure 9 (the trained runs' ledgers) in
+    # another, then the PDF.
     assert re.search(r"evaluate_directions\s+2\n", out)
     assert re.search(r"reduce_rewards\s+2\n", out) and re.search(r"es_ledger\s+1\n", out)
     assert re.search(r"rl_train\s+1\n", out) and re.search(r"evaluate_checkpoint\s+3\n", out)
-    assert re.search(r"math_report\s+1\n", out) and re.search(r"report_pdf\s+1\n", out)
+    assert re.search(r"report_math\s+1\n", out) and re.search(r"report_figure9\s+1\n", out)
+    assert re.search(r"report_pdf\s+1\n", out)
     assert "skill_rollouts" not in out and "distill_skill" not in out  # no Trace2Skill
     for method, gen in (("base", 0), ("esopt", 2), ("grpo", 2)):
         assert f"results/docvqa/h2/{method}/seed0/eval/gen{gen:03d}.parquet" in out
@@ -67,6 +69,19 @@ def test_dry_run_of_the_docvqa_scale(workdir):
                  "results/figures/fig9.png", "results/docvqa/h2/grpo/seed0/ledger.parquet"):
         assert path in out
     assert "results/figures/fig3" not in out  # Sudoku's figures: not this scale's
+
+
+def test_dry_run_of_docvqa_with_trace2skill(workdir):
+    """DocVQA has Trace2Skill prompts of its own: with skills, its two skill conditions
+    (the baseline iterating in its distillation job, ESOpt + Trace2Skill post hoc) join
+    Table 3 once; no rollouts job (the baseline plays its own)."""
+    (workdir / "skills.yaml").write_text("docvqa: {skills: true, trace2skill: {iterations: 3}}\n")
+    out = snakemake(workdir, "-n", "all", "--config", "scale=docvqa",
+                    "--configfile", "skills.yaml").stdout
+    assert re.search(r"distill_skill\s+2\n", out) and re.search(r"skill_eval\s+2\n", out)
+    assert "skill_rollouts" not in out and "results/tables/table3.md" in out
+    for method in ("base", "esopt"):
+        assert f"results/docvqa/h2/{method}/seed0/skill/eval.parquet" in out
 
 
 def test_dry_run_of_the_math_scale_has_the_grpo_row(workdir):
@@ -78,7 +93,8 @@ def test_dry_run_of_the_math_scale_has_the_grpo_row(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "scale=math").stdout
     assert re.search(r"rl_train\s+1\n", out)
     assert "results/math/h2/grpo/seed0/final/eval.parquet" in out
-    assert re.search(r"math_report\s+1\n", out) and "results/figures/fig9" not in out
+    assert re.search(r"report_math\s+1\n", out) and "results/figures/fig9" not in out
+    assert "report_figure9" not in out
 def test_dry_run_of_the_web_scales(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "scale=web").stdout
     # 3 generations, evaluated after each update and at the base; Trace2Skill's rollouts,
@@ -86,14 +102,14 @@ def test_dry_run_of_the_web_scales(workdir):
     assert re.search(r"evaluate_directions\s+3\n", out)
     assert re.search(r"evaluate_checkpoint\s+4\n", out)
     assert re.search(r"distill_skill\s+2\n", out) and re.search(r"skill_eval\s+2\n", out)
-    assert re.search(r"web_report\s+1\n", out) and "results/figures/fig10.png" in out
-    assert "math_report" not in out and "results/tables/table3.csv" not in out
+    assert re.search(r"report_web\s+1\n", out) and "results/figures/fig10.png" in out
+    assert "report_math" not in out and "results/tables/table3.csv" not in out
     out = snakemake(workdir, "--profile", "slurm", "-n", "all", "--config",
                     "scale=web-paper").stdout
     # Table 19: 3 seeds x 70 generations; evaluations every 10 updates and the base
     assert re.search(r"evaluate_directions\s+210\n", out)
     assert re.search(r"evaluate_checkpoint\s+24\n", out)
-    assert re.search(r"table6\s+1\n", out) and re.search(r"web_report\s+1\n", out)
+    assert re.search(r"report_table6\s+1\n", out) and re.search(r"report_web\s+1\n", out)
 
 
 def test_dry_run_of_the_companions_scale(workdir):
@@ -102,8 +118,26 @@ def test_dry_run_of_the_companions_scale(workdir):
     # one coordinator job; the comparison table and figure in one report job.
     assert re.search(r"evaluate_directions\s+6\n", out)
     assert re.search(r"async_train\s+1\n", out)
-    assert re.search(r"companions_report\s+1\n", out)
+    assert re.search(r"report_companions\s+1\n", out)
     assert "rl_train" not in out
+
+
+def test_dry_run_of_the_tiny_compare_scale(workdir):
+    """Issue 37: every method on Countdown through the DAG, RL at ESOpt's FLOPs."""
+    out = snakemake(workdir, "-n", "all", "--config", "scale=tiny-compare").stdout
+    # ES: ESOpt x 2 seeds, vanilla ES, CoPES, low-rank ES x 10 generations; async one job.
+    assert re.search(r"evaluate_directions\s+50\n", out)
+    assert re.search(r"async_train\s+1\n", out)
+    # GRPO and GRPO-B x 2 seeds, PPO: one job each, kept steps at ESOpt's kept FLOPs.
+    assert re.search(r"rl_train\s+5\n", out)
+    assert "results/countdown/h1/grpo/seed1/eval/gen032.parquet" in out
+    assert "results/countdown/h1/ppo/seed0/eval/gen018.parquet" in out
+    assert "results/countdown/h1/base/seed1/eval/gen000.parquet" in out
+    # base x 2 + 11 trained runs x 2 kept checkpoints.
+    assert re.search(r"evaluate_checkpoint\s+24\n", out)
+    assert re.search(r"report_countdown_compare\s+1\n", out)
+    assert "results/figures/countdown_flops.pdf" in out
+    assert "sudoku" not in out
 
 
 def test_dry_run_of_the_ahd_paper_scale_on_the_benchmark_files(workdir):
@@ -151,3 +185,31 @@ def test_bad_config_fails_before_any_job_naming_the_key(workdir, override, key):
     text = proc.stdout + proc.stderr
     assert key in text, text[-2000:]
     assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize("centre", ["base", "final"])
+def test_figure6_is_drawn_around_the_configured_centre(workdir, centre):
+    """Issue 36: the landscape was always centred on the final ESOpt checkpoint; the
+    paper's Figure 6 is centred on the base model, now the default."""
+    target = "results/sudoku/h1/esopt/seed0/landscape.parquet"
+    extra = [] if centre == "base" else ["--config", "sudoku={landscape: {centre: final}}"]
+    out = snakemake(workdir, "-n", "-p", target, *extra).stdout
+    command = next(line for line in out.splitlines() if "esopt stage landscape" in line)
+    checkpoint = command.split("--checkpoint ")[1].split()[0]
+    assert f"--centre {centre}" in command
+    if centre == "base":
+        assert checkpoint == "resources/models/smollm2-135m-instruct"
+        assert "evaluate_directions" not in out  # no training needed
+    else:
+        assert checkpoint == "results/sudoku/h1/esopt/seed0/gen020/checkpoint"
+        assert re.search(r"evaluate_directions\s+20\n", out)
+
+
+def test_table6_measures_every_trained_es_run_async_included(workdir):
+    """Table 6's |final - base| fractions come from every ES method's runs: the companions
+    scale trains vanilla ES, CoPES, async ES and low-rank ES, each measured once."""
+    out = snakemake(workdir, "-n", "results/tables/table6.csv", "--config",
+                    "scale=companions").stdout
+    assert re.search(r"update_magnitudes\s+4\n", out)
+    for method in ("vanilla_es", "copes", "async_es", "lowrank_es"):
+        assert f"results/sudoku/h1/{method}/seed0/final/update_magnitudes.json" in out

@@ -1,5 +1,7 @@
-"""The README matches the code: its command blocks name every `esopt` verb that exists
-(and only those, with options the verb has) and every scale in config/scales."""
+"""The README and docs/ match the code: the command line page names every `esopt` verb that
+exists (and only those, with options the verb has), the configuration page and the
+README name every scale in config/scales, and every link of the README and docs/ leads
+to a file that exists."""
 
 import functools
 import re
@@ -9,7 +11,10 @@ import sys
 from tests.workflow.conftest import REPO
 
 README = (REPO / "README.md").read_text()
-BLOCKS = re.findall(r"```bash\n(.*?)```", README, re.S)
+LIBRARY = (REPO / "docs/library.md").read_text()
+CONFIGURATION = (REPO / "docs/configuration.md").read_text()
+BLOCKS = re.findall(r"```bash\n(.*?)```", LIBRARY, re.S)
+SCALE_BLOCKS = re.findall(r"```bash\n(.*?)```", CONFIGURATION, re.S)
 
 
 @functools.cache
@@ -44,32 +49,45 @@ def readme_verbs(tokens: list[str]) -> list[tuple[tuple[str, ...], list[str]]]:
         names = head.strip("{}").split(",")
         for p in paths:
             unknown = set(names) - set(subcommands(*p))
-            assert not unknown, f"README: `esopt {' '.join(p)} {head}`: no verb {unknown}"
+            assert not unknown, f"docs/library.md: `esopt {' '.join(p)} {head}`: no verb {unknown}"
         paths = [(*p, n) for p in paths for n in names]
     return [(p, rest) for p in paths]
 
 
 def test_every_readme_command_exists_with_its_options():
     commands = readme_commands()
-    assert commands, "no esopt command in the README's bash blocks"
+    assert commands, "no esopt command in docs/library.md's bash blocks"
     for tokens in commands:
         for path, rest in readme_verbs(tokens):
-            assert not subcommands(*path), f"README: `esopt {' '.join(path)}` is not a verb"
+            assert not subcommands(*path), \
+                f"docs/library.md: `esopt {' '.join(path)}` is not a verb"
             options = set(re.findall(r"--[a-z][a-z0-9-]*", esopt_help(*path)))
             for opt in re.findall(r"--[a-z][a-z0-9-]*", " ".join(rest)):
-                assert opt in options, f"README: `esopt {' '.join(path)}` has no {opt}"
+                assert opt in options, f"docs/library.md: `esopt {' '.join(path)}` has no {opt}"
 
 
 def test_the_readme_names_every_verb_of_esopt_help():
     named = {path for tokens in readme_commands() for path, _ in readme_verbs(tokens)}
     missing = set(verb_tree()) - named
-    assert not missing, f"README lacks: {sorted(' '.join(p) for p in missing)}"
+    assert not missing, f"docs/library.md lacks: {sorted(' '.join(p) for p in missing)}"
     assert ("status",) in named and ("sudoku", "puzzles") in named
 
 
-def test_the_readme_names_every_scale():
+def test_the_docs_and_the_readme_name_every_scale():
     scales = sorted(p.stem for p in (REPO / "config/scales").glob("*.yaml"))
-    in_commands = sorted(set(re.findall(r"scale=([a-z0-9-]+)", "\n".join(BLOCKS))))
+    in_commands = sorted(set(re.findall(r"scale=([a-z0-9-]+)", "\n".join(SCALE_BLOCKS))))
     assert in_commands == scales
-    listed = re.search(r"config/scales/\{([a-z0-9,-]+)\}\.yaml", README)
+    listed = re.search(r"config/scales/\{([a-z0-9,-]+)\}\.yaml", CONFIGURATION)
     assert listed and sorted(listed.group(1).split(",")) == scales
+    table = re.search(r"^\| scale \|.*?\n\n", README, re.S | re.M).group(0)
+    in_table = set(re.findall(r"`([a-z0-9-]+)`", table))
+    assert set(scales) <= in_table, f"README's scale table lacks {set(scales) - in_table}"
+
+
+def test_every_link_of_the_readme_and_the_docs_exists():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), f"{page.name}: broken link {target}"

@@ -15,7 +15,7 @@ from tests.workflow.conftest import BIN, REPO, in_process_sha, make_workdir, sna
 
 RUN = "results/sudoku/h1/{method}/seed0"
 RL = ("grpo", "grpo_b", "ppo")
-DETERMINISTIC_COLUMNS = ["generation", "direction", "direction_seed", "sign", "sigma", "reward",
+DETERMINISTIC_COLUMNS = ["generation", "direction", "direction_seed", "sign", "sigma", "fitness",
                          "success", "task_seeds", "task_rewards", "turns", "prompt_tokens",
                          "completion_tokens"]
 pytestmark = pytest.mark.slow

@@ -41,16 +41,3 @@ rule ahd_run_index:
     shell:
         "echo {params.runs:q} > {output} 2> {log}"
 
-
-rule ahd_tables:
-    input:
-        runs="results/ahd/runs.json",
-        references="results/ahd/references.json",
-        summaries=ahd_summaries,
-    output:
-        AHD_TABLES,
-    log:
-        "logs/report/ahd_tables.log",
-    shell:
-        "esopt report ahd --runs {input.runs} --references {input.references} "
-        "--out results/tables > {log} 2>&1"

@@ -2,13 +2,14 @@ import json
 import os
 import shlex
 
-from esopt.pipeline.config import TINY_RANDOM, landscape_runs
-from esopt.pipeline.spec import (
-    ASYNC_METHODS,
-    COMPANION_METHODS,
-    ES_METHODS,
-    RL_METHODS,
-    TRAINING_REWARD_ENVS,
+from esopt.pipeline.config import TINY_RANDOM, landscape_runs, trace2skill_json
+from esopt.pipeline.spec import ASYNC_METHODS, ES_METHODS, RL_METHODS
+from esopt.report.registry import (
+    PARTS as REPORT_PARTS,
+    ReportContext,
+    evaluated_generations,
+    first_page_inputs,
+    report_outputs,
 )
 
 RUN = "results/{exp}/h{h}/{method}/seed{seed}"
@@ -86,134 +87,33 @@ def checkpoint_input(spec, generation):
 
 def eval_generations(spec):
     """Generations evaluated for a run; generation 0 of trained runs comes from `base`."""
-    gens = spec.kept_generations()
-    if spec.method != "base" and "base" in METHODS_RUN:
-        gens = [g for g in gens if g > 0]
-    return gens
+    return evaluated_generations(spec, METHODS_RUN)
 
 
-# Table 1, Table 7 and Figure 3 are the Sudoku experiment's; the training-reward figure
-# and the report's first page also cover Countdown (math's runs feed Table 3).
-SUDOKU_SPECS = [s for s in SPECS if s.env == "sudoku"]
-FIGURE_SPECS = [s for s in SPECS if s.env in TRAINING_REWARD_ENVS]
-TABLES = [
-    f"results/tables/{t}.{ext}"
-    for t in ("table1", "table2", "table7")
-    for ext in ("csv", "md", "tex")
-    if SUDOKU_SPECS
-]
-FIGURES = [
-    f"results/figures/{f}.{ext}"
-    for f in ("fig3", "fig7", "train_reward")
-    for ext in ("pdf", "png")
-    if SUDOKU_SPECS
-]
-# Figure 6: the reward landscape around the final checkpoint of one ES run per H*.
+# Figure 6: the reward landscape of one ES run per H*, around the base model (the paper's
+# figure) or the run's final checkpoint (landscape.centre).
 LANDSCAPES = {s.run_dir: section for s, section in landscape_runs(config)}
-LANDSCAPE_FILES = [f"{run}/landscape.parquet" for run in LANDSCAPES]
-LANDSCAPE_OUTPUTS = [f"results/figures/fig6.{ext}" for ext in ("pdf", "png") if LANDSCAPES]
-AHD_TABLES = [
-    f"results/tables/{t}.{ext}"
-    for t in ("table5", "table13", "table14", "table17", "table18")
-    for ext in ("csv", "md", "tex")
-    if AHD_RUNS
-]
-# Experiments with `skills: true` add the Trace2Skill conditions: Table 3 and Figure 8 for
-# math, Table 12 for web.
-SKILL_EXPERIMENTS = [
-    e for e in config.get("experiments", []) if e != "ahd" and config.get(e, {}).get("skills")
-]
-# The web experiment's runs: Table 4 (per site), Table 12 and Figure 10.
-WEB_EXPERIMENTS = [e for e in config.get("experiments", []) if e == "web"]
-WEB_SPECS = [s for s in SPECS if s.experiment in WEB_EXPERIMENTS and not s.eval_model]
-WEB_OUTPUTS = (
-    [f"results/tables/{t}.{ext}" for t in ("table4", "table12") for ext in ("csv", "md", "tex")]
-    + [f"results/figures/fig10.{ext}" for ext in ("pdf", "png")]
-    if WEB_SPECS
-    else []
-)
-SKILL_SPECS = [
-    s
-    for s in SPECS
-    if s.experiment in SKILL_EXPERIMENTS
-    and s.method in ("base", "esopt")
-    and not s.eval_model
-]
-MATH_SKILL_SPECS = [s for s in SKILL_SPECS if s.experiment not in WEB_EXPERIMENTS]
-WEB_SKILL_SPECS = [s for s in SKILL_SPECS if s.experiment in WEB_EXPERIMENTS]
-# Table 3's experiments: math with Trace2Skill, and DocVQA (no skills; base, GRPO, ESOpt).
-DOCVQA_EXPERIMENTS = list(dict.fromkeys(s.experiment for s in SPECS if s.env == "docvqa"))
-TABLE3_EXPERIMENTS = [
-    e for e in SKILL_EXPERIMENTS if e not in WEB_EXPERIMENTS
-] + DOCVQA_EXPERIMENTS
-TABLE3_SPECS = [
-    s
-    for s in SPECS
-    if s.experiment in TABLE3_EXPERIMENTS
-    and s.method in ("base", "esopt", "grpo")
-    and not s.eval_model
-]
-# Evaluation-only models' final evaluations: rows of Table 3 (No Skill), no skill of their own.
-SKILL_EVAL_MODEL_SPECS = [
-    s for s in SPECS if s.experiment in TABLE3_EXPERIMENTS and s.eval_model
-]
-# Figure 9: the realized trajectory length of DocVQA's trained runs, from their ledgers.
-DOCVQA_TRAINED_SPECS = [
-    s for s in TABLE3_SPECS if s.env == "docvqa" and s.method in ("esopt", "grpo")
-]
-MATH_OUTPUTS = (
-    [f"results/tables/table3.{ext}" for ext in ("csv", "md", "tex")]
-    + [f"results/figures/fig8.{ext}" for ext in ("pdf", "png")]
-    + [f"results/figures/fig9.{ext}" for ext in ("pdf", "png") if DOCVQA_TRAINED_SPECS]
-    if TABLE3_SPECS
-    else []
-)
-# The companion-methods comparison when any of copes, async_es, lowrank_es ran on Sudoku.
-COMPANION_OUTPUTS = (
-    [f"results/tables/companions.{ext}" for ext in ("csv", "md", "tex")]
-    + [f"results/figures/companions.{ext}" for ext in ("pdf", "png")]
-    if any(s.method in COMPANION_METHODS for s in SUDOKU_SPECS)
-    else []
-)
-# Table 6: the update magnitudes |final - base| of every trained ES run.
-MAGNITUDE_FILES = [
-    f"{s.run_dir}/final/update_magnitudes.json"
-    for s in SPECS
-    if s.method in ES_METHODS + ASYNC_METHODS and s.generations
-]
-TABLE6 = [f"results/tables/table6.{ext}" for ext in ("csv", "md", "tex") if MAGNITUDE_FILES]
-REPORT_OUTPUTS = (
-    TABLES
-    + TABLE6
-    + FIGURES
-    + LANDSCAPE_OUTPUTS
-    + AHD_TABLES
-    + MATH_OUTPUTS
-    + WEB_OUTPUTS
-    + COMPANION_OUTPUTS
-    + ["results/report.pdf"]
-)
+# The report's parts (esopt.report.registry): which runs each reads, the tables and
+# figures it writes; report.smk has one rule per part.
+REPORT = ReportContext.from_config(config, SPECS, AHD_RUNS)
+REPORT_FACTS = json.dumps(REPORT.facts(), sort_keys=True)
+REPORT_OUTPUTS = report_outputs(REPORT) + ["results/report.pdf"]
 
 
-def run_results(specs):
-    """What the report reads of `specs`: final and kept evaluations, ledgers."""
-    inputs = [f"{s.run_dir}/final/eval.parquet" for s in specs]
-    inputs += [f"{s.run_dir}/eval/gen{g:03d}.parquet" for s in specs for g in eval_generations(s)]
-    inputs += [f"{s.run_dir}/ledger.parquet" for s in specs if s.generations]
-    return inputs
+def report_part_output(part):
+    """A part's files; each table's .md and figure's .pdf go into Snakemake's report with
+    their caption and category."""
+    out = []
+    for a in part.artifacts:
+        shown = a.report_file()
+        out += [report(f, caption=f"../report/{a.caption_stem}.rst", category=a.category)
+                if f == shown else f for f in a.files()]
+    return out
 
 
-def web_results(wildcards):
-    """What Table 4, Table 12 and Figure 10 read: evaluations, skill evaluations."""
-    return run_results(WEB_SPECS) + [f"{s.run_dir}/skill/eval.parquet" for s in WEB_SKILL_SPECS]
-
-
-def sudoku_results(wildcards):
-    return run_results(SUDOKU_SPECS)
-
-
-def figure_results(wildcards):
-    return run_results(FIGURE_SPECS)
+def report_part_input(part):
+    """What the part reads; an error naming the part when the config does not have it."""
+    return lambda wildcards: part.input_files(REPORT)
 
 
 def directions_input(wildcards):
@@ -244,7 +144,8 @@ def es_ledger_input(wildcards):
 
 
 def final_checkpoint(wildcards):
-    """The final checkpoint of the run (the one Figure 6 probes and Table 6 measures)."""
+    """The final checkpoint of the run (the one Table 6 measures; Figure 6's centre with
+    landscape.centre final)."""
     spec = spec_of(wildcards)
     return checkpoint_dir(spec, spec.generations)
 
@@ -256,7 +157,24 @@ def final_checkpoint_input(wildcards):
 
 def landscape_options(wildcards):
     section = LANDSCAPES[spec_of(wildcards).run_dir]
-    return f"--grid {section.grid} --span {section.span} --tasks {section.tasks}"
+    return (f"--grid {section.grid} --span {section.span} --tasks {section.tasks} "
+            f"--centre {section.centre}")
+
+
+def landscape_checkpoint(wildcards):
+    """The landscape's centre: the base model or the run's final checkpoint."""
+    spec = spec_of(wildcards)
+    if LANDSCAPES[spec.run_dir].centre == "base":
+        return spec.model
+    return final_checkpoint(wildcards)
+
+
+def landscape_input(wildcards):
+    """What produces the centre checkpoint (an async or RL run writes all its own)."""
+    spec = spec_of(wildcards)
+    if LANDSCAPES[spec.run_dir].centre == "base":
+        return spec.model
+    return final_checkpoint_input(wildcards)
 
 
 def final_eval_input(wildcards):
@@ -286,22 +204,16 @@ def ahd_instances_flag(wildcards):
     return f"--instances {shlex.quote(str(root))}" if root else ""
 
 
-def ahd_summaries(wildcards):
-    return [f"{r.run_dir}/summary.json" for r in AHD_RUNS]
-
-
-def table3_report_output(path):
-    """Table 3's Markdown and the figures' PDFs go into Snakemake's report with captions."""
-    name, ext = os.path.basename(path).split(".")
-    if ext in ("md", "pdf"):
-        return report(path, caption=f"../report/{name}.rst", category="Math and DocVQA")
-    return path
+def trace2skill_settings(wildcards):
+    """The experiment's Trace2Skill settings (JSON): a param of the distillation alone,
+    never of a run's identity."""
+    return trace2skill_json(config, wildcards.exp)
 
 
 def skill_sources(wildcards):
-    """Trace2Skill reads the base model's training rollouts; ESOpt + Trace2Skill reads every
-    direction of every generation of the ES run."""
+    """Trace2Skill (base) plays its own rollouts in its iterations; ESOpt + Trace2Skill
+    reads every direction of every generation of the ES run."""
     spec = spec_of(wildcards)
     if spec.method == "base":
-        return [f"{spec.run_dir}/skill/rollouts.parquet"]
+        return []
     return [f"{spec.run_dir}/gen{g:03d}/directions.done.json" for g in range(spec.generations)]

@@ -1,15 +1,16 @@
 # Figure 6: the training reward on a grid theta + x sigma_0 eps_a + y sigma_0 eps_b around
-# the final checkpoint of one ES run per H* (esopt.pipeline.landscape).
+# theta, the base model or the final checkpoint of one ES run per H* (landscape.centre;
+# esopt.pipeline.landscape).
 rule landscape:
     wildcard_constraints:
         method=f"{ES_METHOD}|{ASYNC_METHOD}",
     input:
-        final_checkpoint_input,
+        landscape_input,
     output:
         f"{RUN}/landscape.parquet",
     params:
         spec=spec_json,
-        checkpoint=final_checkpoint,
+        checkpoint=landscape_checkpoint,
         options=landscape_options,
     threads: EVAL_THREADS
     log:

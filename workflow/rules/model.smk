@@ -1,8 +1,13 @@
+import re
+
+from esopt.models import EMBEDDED_MODELS
+
+
 rule fetch_model:
     output:
         directory("resources/models/{name}"),
     wildcard_constraints:
-        name="smollm2-135m-instruct",
+        name="|".join(re.escape(n) for n in EMBEDDED_MODELS),
     log:
         "logs/model/{name}.log",
     shell:

@@ -1,21 +1,3 @@
-rule skill_rollouts:
-    input:
-        lambda w: spec_of(w).model,
-    output:
-        "results/{exp}/h{h}/{method}/seed{seed}/skill/rollouts.parquet",
-    wildcard_constraints:
-        method="base",
-    params:
-        spec=spec_json,
-    threads: EVAL_THREADS
-    log:
-        "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/rollouts.log",
-    shell:
-        "esopt stage eval --spec {params.spec:q} "
-        "--generation 0 --checkpoint {input} "
-        "--split train --out {output} > {log} 2>&1"
-
-
 rule distill_skill:
     input:
         sources=skill_sources,
@@ -24,12 +6,14 @@ rule distill_skill:
         "results/{exp}/h{h}/{method}/seed{seed}/skill/SKILL.md",
     params:
         spec=spec_json,
+        trace2skill=trace2skill_settings,
         episodes=lambda w, input: [p.replace(".done.json", "") for p in input.sources],
     threads: EVAL_THREADS
     log:
         "logs/results/{exp}/h{h}/{method}/seed{seed}/skill/distill.log",
     shell:
         "esopt stage distill --spec {params.spec:q} --generation 0 "
+        "--trace2skill {params.trace2skill:q} "
         "--checkpoint {input.writer} --episodes {params.episodes} --out {output} > {log} 2>&1"
 
 
@@ -51,21 +35,3 @@ rule skill_eval:
         "--generation {params.gen} "
         "--checkpoint {params.checkpoint} --skill {input.skill} --out {output} > {log} 2>&1"
 
-
-rule math_report:
-    input:
-        runs="results/runs.json",
-        finals=lambda w: [
-            f"{s.run_dir}/final/eval.parquet" for s in TABLE3_SPECS + SKILL_EVAL_MODEL_SPECS
-        ],
-        skills=lambda w: [f"{s.run_dir}/skill/eval.parquet" for s in MATH_SKILL_SPECS],
-        ledgers=lambda w: [f"{s.run_dir}/ledger.parquet" for s in DOCVQA_TRAINED_SPECS],
-    output:
-        [table3_report_output(p) for p in MATH_OUTPUTS],
-    params:
-        experiments=" ".join(TABLE3_EXPERIMENTS),
-    log:
-        "logs/report/math.log",
-    shell:
-        "esopt report math --runs {input.runs} --experiments {params.experiments} "
-        "--out results/tables --figures results/figures > {log} 2>&1"

@@ -10,7 +10,8 @@ import pyarrow as pa
 
 from esopt.agent.rollout import run_episodes
 from esopt.agent.trajectories import episodes_table
-from esopt.backends.base import Policy, SamplingParams
+from esopt.backends.base import Policy
+from esopt.chat import SamplingParams
 from esopt.envs.base import make_env
 from esopt.es.seeds import mix
 from esopt.runtime.progress import Progress

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
-from esopt.backends.base import Completion, Conversation, Policy, SamplingParams
+from esopt.backends.base import Policy
+from esopt.chat import Completion, Conversation, SamplingParams
 from esopt.envs.base import Environment
 
 log = logging.getLogger(__name__)

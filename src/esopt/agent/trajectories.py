@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from esopt.agent.rollout import Episode
 from esopt.envs.base import outcome_columns
@@ -46,23 +42,3 @@ def episodes_table(episodes: Sequence[Episode], extra: Mapping[str, object] | No
         i = table.schema.get_field_index(key)
         table = table.set_column(i, key, table.column(i).cast(pa.type_for_alias(type_name)))
     return table
-
-
-def write_parquet_atomic(table: pa.Table, path: str | os.PathLike,
-                         metadata: Mapping[str, str] | None = None) -> Path:
-    """Write a Parquet file that appears complete or not at all (rename into place)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if metadata:
-        merged = dict(table.schema.metadata or {})
-        merged.update({k.encode(): v.encode() for k, v in metadata.items()})
-        table = table.replace_schema_metadata(merged)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

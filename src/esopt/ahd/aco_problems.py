@@ -20,6 +20,7 @@ import base64
 import numpy as np
 
 from esopt.ahd import aco
+from esopt.ahd.common import call_many, frozen
 from esopt.runtime.sandbox import WrongType
 
 CVRP_CAPACITY = 50
@@ -103,23 +104,27 @@ def _entry(namespace: dict):
 
 
 def tsp_harness(namespace: dict, payload: dict) -> list[str]:
-    """Child side: the candidate's heuristic matrix per instance (float32, base64)."""
+    """Trusted side: the candidate's heuristic matrix per instance (float32, base64), all
+    instances in one round trip into the sandbox."""
     fn = _entry(namespace)
-    return [_encode(fn(distances(c)), len(c)) for c in payload["instances"]]
+    calls = [((frozen(distances(c)),), {}) for c in payload["instances"]]
+    return [_encode(m, len(c)) for m, c in zip(call_many(fn, calls), payload["instances"],
+                                                 strict=True)]
 
 
 def cvrp_harness(namespace: dict, payload: dict) -> list[str]:
     fn = _entry(namespace)
-    out = []
-    for inst in payload["instances"]:
-        coords, demand = inst[:, 1:].copy(), inst[:, 0].copy()
-        out.append(_encode(fn(distances(coords), coords, demand, CVRP_CAPACITY), len(inst)))
-    return out
+    calls = [((frozen(distances(inst[:, 1:])), frozen(inst[:, 1:]), frozen(inst[:, 0]),
+               CVRP_CAPACITY), {}) for inst in payload["instances"]]
+    return [_encode(m, len(inst)) for m, inst in zip(call_many(fn, calls),
+                                                     payload["instances"], strict=True)]
 
 
 def bpp_harness(namespace: dict, payload: dict) -> list[str]:
     fn = _entry(namespace)
-    return [_encode(fn(d.copy(), BPP_CAPACITY), len(d)) for d in payload["instances"]]
+    calls = [((frozen(d), BPP_CAPACITY), {}) for d in payload["instances"]]
+    return [_encode(m, len(d)) for m, d in zip(call_many(fn, calls), payload["instances"],
+                                               strict=True)]
 
 
 def decode(matrices, n: int) -> list[np.ndarray]:

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from esopt.ahd.common import call_many
 from esopt.runtime.sandbox import WrongType
 
 TRIPLES = ((0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 2), (0, 2, 1), (1, 1, 1), (2, 2, 2))
@@ -112,8 +113,8 @@ def harness(namespace: dict, payload: dict) -> list[float]:
         raise WrongType("the code defines no function 'priority'")
     n, w = payload["n"], payload["w"]
     scores = []
-    for el in child_elements(valid_children(n, w)).tolist():
-        value = priority(tuple(el), n, w)
+    calls = [((tuple(el), n, w), {}) for el in child_elements(valid_children(n, w)).tolist()]
+    for value in call_many(priority, calls):
         try:
             value = float(value)
         except (TypeError, ValueError) as e:

@@ -27,3 +27,29 @@ def as_index(value, function: str) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise WrongType(f"{function} returned {type(value).__name__}, not an int")
     return int(value)
+
+
+def index_array(values, what: str) -> np.ndarray:
+    """Parent side: a list of Python ints (as the sandbox's JSON gives them) as an int64
+    array; floats, bools, strings or nested lists are a WrongType of the candidate."""
+    if not isinstance(values, list) or not all(type(v) is int for v in values):
+        raise WrongType(f"{what}: expected a list of integer indices")
+    if any(not -2**62 < v < 2**62 for v in values):
+        raise WrongType(f"{what}: an index out of range")
+    return np.asarray(values, dtype=np.int64)
+
+
+def call_many(function, calls: list[tuple[tuple, dict]]) -> list:
+    """function(*args, **kwargs) for each call, in order: one round trip into the sandbox
+    when `function` is the jailed code's (it has `map`), else plain calls."""
+    if hasattr(function, "map"):
+        return function.map(calls)
+    return [function(*args, **kwargs) for args, kwargs in calls]
+
+
+def frozen(array: np.ndarray) -> np.ndarray:
+    """A read-only array: sent into the sandbox once per call session (the code gets a
+    fresh writable copy each time, as from `array.copy()`)."""
+    array = np.array(array)
+    array.setflags(write=False)
+    return array

@@ -30,8 +30,22 @@ FILES = {
 }
 
 
+# What one instance is, per problem, with n the size in the file's name: (shape, what).
+LAYOUTS = {
+    "tsp_constructive": (lambda n: (n, 2), "{n} points (x, y)"),
+    "kp_constructive": (lambda n: (n, 2), "{n} items (weight, value)"),
+    "tsp_aco": (lambda n: (n, 2), "{n} points (x, y)"),
+    "cvrp_aco": (lambda n: (n + 1, 3), "the depot and {n} customers (demand, x, y)"),
+    "bpp_offline_aco": (lambda n: (n,), "{n} item sizes (integers)"),
+}
+
+
 class InstanceFileError(FileNotFoundError):
     """A configured instance directory lacks a file a split needs."""
+
+
+class InstanceDataError(ValueError):
+    """An instance file that cannot be scored: unreadable, of the wrong shape, not finite."""
 
 
 def instance_path(root: str | Path, problem: str, split: str) -> Path:
@@ -44,22 +58,57 @@ def instance_path(root: str | Path, problem: str, split: str) -> Path:
     return Path(root) / problem / f"{stems[split]}_dataset.{ext}"
 
 
+def _read(path: str) -> np.ndarray:
+    """The array of an instance file (the `demands` of an .npz), as stored."""
+    try:
+        if path.endswith(".npz"):
+            with np.load(path, allow_pickle=False) as z:
+                if "demands" not in z.files:
+                    raise InstanceDataError(f"ahd.instances: {path} has no 'demands' array "
+                                            f"(has {sorted(z.files)})")
+                return z["demands"]
+        return np.load(path, allow_pickle=False)
+    except InstanceDataError:
+        raise
+    except (OSError, ValueError, EOFError) as e:  # truncated, not numpy, pickled objects
+        raise InstanceDataError(f"ahd.instances: {path} is not a readable numpy file: {e}"
+                                ) from None
+
+
 @functools.lru_cache(maxsize=32)
-def _load(path: str) -> np.ndarray:
+def _load(path: str, problem: str, size: int) -> np.ndarray:
     if not Path(path).exists():
         raise InstanceFileError(f"ahd.instances: {path} does not exist")
-    if path.endswith(".npz"):
-        with np.load(path) as z:
-            data = np.asarray(z["demands"], dtype=np.int64)
+    data = _read(path)
+    instance, what = LAYOUTS[problem]
+    expected = instance(size)
+    # A wrong shape or a NaN would score `nan` (or crash inside a colony), far from the file.
+    if (data.dtype.kind not in "iuf" or data.ndim != 1 + len(expected)
+            or data.shape[1:] != expected or len(data) == 0):
+        raise InstanceDataError(
+            f"ahd.instances: {path} holds a {data.dtype} array of shape {data.shape}; "
+            f"{problem} needs numbers of shape (instances >= 1, {', '.join(map(str, expected))})"
+            f": per instance {what.format(n=size)}")
+    bad = np.argwhere(~np.isfinite(data))
+    if len(bad):
+        raise InstanceDataError(f"ahd.instances: {path} has a non-finite value "
+                                f"{data[tuple(bad[0])]} at index {tuple(bad[0].tolist())}")
+    if problem == "bpp_offline_aco":
+        if np.any(data != np.round(data)):
+            raise InstanceDataError(f"ahd.instances: {path}: item sizes must be integers")
+        data = data.astype(np.int64)
     else:
-        data = np.load(path, allow_pickle=False).astype(np.float64)
+        data = data.astype(np.float64)
     data.setflags(write=False)
     return data
 
 
 def load(root: str | Path, problem: str, split: str) -> np.ndarray:
-    """The split's instances from the files under `root`, read-only and cached."""
-    return _load(str(instance_path(root, problem, split)))
+    """The split's instances from the files under `root`, read-only and cached; a file of
+    the wrong shape or with non-finite values raises InstanceDataError naming it."""
+    path = instance_path(root, problem, split)
+    size = int("".join(ch for ch in FILES[problem][split] if ch.isdigit()))  # train50 -> 50
+    return _load(str(path), problem, size)
 
 
 def describe(root: str | Path | None) -> str:

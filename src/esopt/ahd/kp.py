@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from esopt.ahd.common import as_index, uniform_split
+from esopt.ahd.common import as_index, call_many, frozen, index_array, uniform_split
 from esopt.runtime.sandbox import InvalidSolution, WrongType
 
 SEED = 3333
@@ -44,36 +44,44 @@ def instances(split: str) -> np.ndarray:
 
 
 def harness(namespace: dict, payload: dict) -> list[list[int]]:
-    """Child side: pack each instance with the candidate; returns the packed item indices."""
+    """Trusted side: pack each instance with the candidate; returns the packed item
+    indices. One step of every unfinished instance per round trip into the sandbox."""
     select = namespace.get("select_next_item")
     if not callable(select):
         raise WrongType("the code defines no function 'select_next_item'")
-    packings = []
+    states = []
     for items in payload["instances"]:
-        weights, values = items[:, 0].copy(), items[:, 1].copy()
-        index = np.arange(len(items))
-        remaining = capacity(len(items))
-        packed: list[int] = []
-        while len(weights) and remaining + TOLERANCE > weights.min():
-            choice = as_index(select(remaining_capacity=remaining, weights=weights.copy(),
-                                     values=values.copy()), "select_next_item")
-            if not 0 <= choice < len(weights) or weights[choice] > remaining + TOLERANCE:
+        states.append({"weights": items[:, 0].copy(), "values": items[:, 1].copy(),
+                       "index": np.arange(len(items)), "remaining": capacity(len(items)),
+                       "packed": []})
+
+    def open_(s):
+        return len(s["weights"]) and s["remaining"] + TOLERANCE > s["weights"].min()
+
+    while active := [s for s in states if open_(s)]:
+        calls = [((), {"remaining_capacity": s["remaining"], "weights": frozen(s["weights"]),
+                       "values": frozen(s["values"])}) for s in active]
+        for s, chosen in zip(active, call_many(select, calls), strict=True):
+            choice = as_index(chosen, "select_next_item")
+            weights = s["weights"]
+            if not 0 <= choice < len(weights) or weights[choice] > s["remaining"] + TOLERANCE:
                 raise InvalidSolution(f"item {choice} does not fit or does not exist")
-            packed.append(int(index[choice]))
-            remaining -= weights[choice]
+            s["packed"].append(int(s["index"][choice]))
+            s["remaining"] -= weights[choice]
             keep = np.arange(len(weights)) != choice
-            weights, values, index = weights[keep], values[keep], index[keep]
-        packings.append(packed)
-    return packings
+            s["weights"], s["values"] = weights[keep], s["values"][keep]
+            s["index"] = s["index"][keep]
+    return [s["packed"] for s in states]
 
 
 def packing_values(data: np.ndarray, packings) -> np.ndarray:
     """Parent side: validate each packing (distinct items, within capacity) and sum values."""
-    if len(packings) != len(data):
-        raise InvalidSolution(f"{len(packings)} packings for {len(data)} instances")
+    if not isinstance(packings, list) or len(packings) != len(data):
+        raise InvalidSolution(f"{len(packings) if isinstance(packings, list) else 'no'} "
+                              f"packings for {len(data)} instances")
     totals = np.empty(len(data))
     for i, (items, packed) in enumerate(zip(data, packings, strict=True)):
-        packed = np.asarray(packed, dtype=np.int64)
+        packed = index_array(packed, f"instance {i}")
         if packed.size and (packed.min() < 0 or packed.max() >= len(items)):
             raise InvalidSolution(f"instance {i}: item index out of range")
         if len(set(packed.tolist())) != packed.size:

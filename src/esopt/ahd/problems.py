@@ -192,6 +192,8 @@ class Evaluation:
     objective: float = float("nan")
     detail: str = ""
     wall_s: float = 0.0
+    sandbox: str = ""
+    """The sandbox mode the code ran in (isolated or guard-only)."""
 
     @property
     def ok(self) -> bool:
@@ -215,10 +217,18 @@ def evaluate(problem: Problem, source: str, split: str,
         result = run_sandboxed(source, problem.harness, problem.payload(part), limits)
         if not result.ok:
             return Evaluation(result.outcome, detail=result.detail,
-                              wall_s=time.perf_counter() - start)
-        values = result.value if not step else values + list(result.value or [])
+                              wall_s=time.perf_counter() - start, sandbox=result.mode)
+        values = result.value if not step else values + [result.value]
     try:
+        if step:  # one list per part, joined here: a malformed part fails the candidate
+            values = [v for part in values for v in part]
         value = problem.objective(values, data, split)
     except HeuristicFailure as e:
-        return Evaluation(e.outcome, detail=str(e), wall_s=time.perf_counter() - start)
-    return Evaluation(Outcome.OK, objective=value, wall_s=time.perf_counter() - start)
+        return Evaluation(e.outcome, detail=str(e), wall_s=time.perf_counter() - start,
+                          sandbox=result.mode)
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError) as e:
+        # A malformed result fails this candidate, not the search.
+        return Evaluation(Outcome.WRONG_TYPE, detail=f"malformed result: {type(e).__name__}: "
+                          f"{e}"[:500], wall_s=time.perf_counter() - start, sandbox=result.mode)
+    return Evaluation(Outcome.OK, objective=value, wall_s=time.perf_counter() - start,
+                      sandbox=result.mode)

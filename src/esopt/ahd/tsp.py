@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from esopt.ahd.common import as_index, uniform_split
+from esopt.ahd.common import as_index, call_many, frozen, index_array, uniform_split
 from esopt.runtime.sandbox import InvalidSolution, WrongType
 
 SEED = 1234
@@ -42,34 +42,37 @@ def distance_matrix(coords: np.ndarray) -> np.ndarray:
 
 
 def harness(namespace: dict, payload: dict) -> list[list[int]]:
-    """Child side: build one tour per instance with the candidate's select_next_node."""
+    """Trusted side: build one tour per instance with the candidate's select_next_node,
+    one step of every instance per round trip into the sandbox (the instances are
+    interleaved: a heuristic that keeps state between calls sees them in that order)."""
     select = namespace.get("select_next_node")
     if not callable(select):
         raise WrongType("the code defines no function 'select_next_node'")
-    tours = []
-    for coords in payload["instances"]:
-        dist = distance_matrix(coords)
-        n = len(coords)
-        tour, unvisited = [0], set(range(1, n))
-        for _ in range(n - 1):
-            node = as_index(select(current_node=tour[-1], destination_node=0,
-                                   unvisited_nodes=set(unvisited), distance_matrix=dist.copy()),
-                            "select_next_node")
-            if node not in unvisited:
+    dists = [frozen(distance_matrix(coords)) for coords in payload["instances"]]
+    tours = [[0] for _ in dists]
+    unvisited = [set(range(1, len(d))) for d in dists]
+    for _ in range(max((len(d) for d in dists), default=1) - 1):
+        active = [i for i, u in enumerate(unvisited) if u]
+        calls = [((), {"current_node": tours[i][-1], "destination_node": 0,
+                       "unvisited_nodes": set(unvisited[i]), "distance_matrix": dists[i]})
+                 for i in active]
+        for i, chosen in zip(active, call_many(select, calls), strict=True):
+            node = as_index(chosen, "select_next_node")
+            if node not in unvisited[i]:
                 raise InvalidSolution(f"node {node} is visited or out of range")
-            tour.append(node)
-            unvisited.remove(node)
-        tours.append(tour)
+            tours[i].append(node)
+            unvisited[i].remove(node)
     return tours
 
 
 def tour_lengths(coords: np.ndarray, tours) -> np.ndarray:
     """Parent side: validate that each tour is a permutation from 0 and return its length."""
-    if len(tours) != len(coords):
-        raise InvalidSolution(f"{len(tours)} tours for {len(coords)} instances")
+    if not isinstance(tours, list) or len(tours) != len(coords):
+        raise InvalidSolution(f"{len(tours) if isinstance(tours, list) else 'no'} tours for "
+                              f"{len(coords)} instances")
     lengths = np.empty(len(coords))
     for i, (points, tour) in enumerate(zip(coords, tours, strict=True)):
-        tour = np.asarray(tour)
+        tour = index_array(tour, f"instance {i}")
         n = len(points)
         if tour.shape != (n,) or tour[0] != 0 or sorted(tour.tolist()) != list(range(n)):
             raise InvalidSolution(f"instance {i}: not a tour from node 0 over {n} nodes")

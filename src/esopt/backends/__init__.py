@@ -1,5 +1,6 @@
-"""Policy backends behind one protocol: `hf` (transformers) and, later, `vllm`."""
+"""Policy backends behind one protocol (`esopt.backends.base.Policy`): `hf` (transformers)
+and `vllm`; `esopt.backends.factory.load_policy` builds either from a checkpoint."""
 
-from esopt.backends.base import Completion, Conversation, Policy, SamplingParams
+from esopt.backends.base import Policy
 
-__all__ = ["Completion", "Conversation", "Policy", "SamplingParams"]
+__all__ = ["Policy"]

@@ -1,98 +1,55 @@
-"""The policy protocol every backend implements, and its sampling/completion types."""
+"""The policy protocol every backend implements: everything code outside `backends/` may use."""
 
 from __future__ import annotations
 
-import math
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Protocol
 
+from esopt.chat import Completion, Conversation, SamplingParams
 from esopt.es.strategy import Direction, Update
-
-Message = dict  # {"role": "system"|"user"|"assistant", "content": str}
-Conversation = list[Message]
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """Decoding settings. temperature 0 is greedy; top_k 0 and top_p 1 disable those filters.
-
-    The paper's evaluation decoder is temperature 0.7, top_p 0.8, top_k 20.
-    """
-
-    max_new_tokens: int = 64
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    stop: tuple[str, ...] = ()
-    """Generation ends at the first of these strings; it is not part of the returned text."""
-    seed: int = 0
-    """Sampling seed: the same seed on the same batch gives the same samples (common
-    random numbers across the directions of a generation)."""
-
-    def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
-        if isinstance(self.stop, str):
-            object.__setattr__(self, "stop", (self.stop,))
-        if any(not s for s in self.stop):
-            raise ValueError("stop strings must be non-empty")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-
-
-def render_chat(tokenizer, conversation: Conversation) -> str:
-    """Chat-template text of a conversation, the same for every backend: a trailing
-    assistant message (a prefill) is continued, not closed."""
-    if not conversation:
-        raise ValueError("empty conversation")
-    prefill = conversation[-1]["role"] == "assistant"
-    return tokenizer.apply_chat_template(conversation, tokenize=False,
-                                         add_generation_prompt=not prefill,
-                                         continue_final_message=prefill)
-
-@dataclass(frozen=True)
-class Completion:
-    """One generated continuation."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str
-    """`eos` (the model ended its turn), `stop` (a stop string ended it; the string is cut
-    from `text`) or `length` (max_new_tokens reached)."""
-    token_ids: tuple[int, ...] = ()
-    """Every token the policy generated, in order: the EOS token last when finish_reason
-    is `eos`, the stop string's tokens when `stop` (text is cut, ids are not), nothing
-    appended when `length`. The RL baselines train on exactly these (never on re-encoded
-    text)."""
-
-    @property
-    def stopped(self) -> bool:
-        """Ended by EOS or a stop string (not by the length limit)."""
-        return self.finish_reason != "length"
-
-
-FINISH_REASONS = ("eos", "stop", "length")
 
 
 class Policy(Protocol):
-    """A language-model policy that ES can perturb, restore and update in place."""
+    """A language-model policy that ES can perturb, restore and update in place.
+
+    `esopt.backends.master.MasterWeightsPolicy` implements the ES half once (the float32
+    master is the truth; served weights are recomputed from it); `hf` and `vllm` add how
+    they serve and generate."""
+
+    config: object
+    """The model's transformers config (layers, hidden size: the FLOP count reads it)."""
+    checkpoint_sha256: str | None
+    """sha256 of the checkpoint it was loaded from, verified at load (None: Hub id, memory)."""
+    population_capable: bool
+    """Whether several directions can be scored in one population batch."""
+
+    @property
+    def parameter_names(self) -> list[str]:
+        """The logical (Hugging Face) names of the tensors ES perturbs."""
+
+    @property
+    def num_parameters(self) -> int:
+        """Elements ES perturbs."""
+
+    @property
+    def is_perturbed(self) -> bool:
+        """Whether the served weights differ from the master right now."""
+
+    def render(self, conversation: Conversation) -> str:
+        """The chat-template text of a conversation (the same on every backend)."""
 
     def generate(self, conversations: list[Conversation],
-                 sampling: SamplingParams) -> list[Completion]: ...
+                 sampling: SamplingParams) -> list[Completion]:
+        """One completion per conversation, batched; row i samples from seed + i."""
 
-    def perturbed(self, direction: Direction) -> AbstractContextManager: ...
+    def perturbed(self, direction: Direction) -> AbstractContextManager:
+        """Serve theta + sign*sigma*eps(direction) inside the block; exact theta after it."""
 
-    def apply(self, update: Update) -> None: ...
+    def restore(self) -> None:
+        """Serve the master weights exactly."""
 
-    def save(self, path, manifest: dict | None = None) -> dict: ...
+    def apply(self, update: Update) -> None:
+        """Add an update (rebuilt from its seeds) to the master and serve it."""
+
+    def save(self, path, manifest: dict | None = None) -> dict:
+        """Write the float32 master as a checkpoint with `manifest`; return the manifest."""

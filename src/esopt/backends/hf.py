@@ -1,11 +1,10 @@
 """A transformers policy that ES perturbs, restores and updates in place.
 
 Memory layout: the serving model (any dtype, any device) plus one float32 master copy of
-every parameter on the host. Perturbing writes `master + sign*sigma*eps` into the serving
-tensors chunk by chunk; restoring copies the master back (never subtracts: subtracting
-drifts by a whole update after ~30 cycles in bf16); updates go into the master and are
-then copied to the serving tensors. Tied parameters appear once in `named_parameters()`
-and so are perturbed once.
+every parameter on the host (esopt.backends.master: the protocol). Perturbing writes
+`master + sign*sigma*eps` into the serving tensors chunk by chunk; restoring copies the
+master back; updates go into the master and are then copied to the serving tensors. Tied
+parameters appear once in `named_parameters()` and so are perturbed once.
 """
 
 from __future__ import annotations
@@ -13,13 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from esopt.backends.base import Completion, Conversation, SamplingParams, render_chat
 from esopt.backends.hf_decode import (
     cut_at_stop,
     decode,
@@ -28,12 +26,13 @@ from esopt.backends.hf_decode import (
     row_generators,
     shared_prefix_len,
 )
-from esopt.es.apply import add_update_
+from esopt.backends.master import MasterWeightsPolicy
+from esopt.chat import Completion, Conversation, SamplingParams, render_chat
+from esopt.es.apply import UpdateStats, add_update_
 from esopt.es.copes import subspace_ranges
 from esopt.es.lowrank import is_lowrank, lowrank_chunks
 from esopt.es.noise import NOISE_BLOCK, draw, noise_chunks, perturb_into
 from esopt.es.strategy import Direction, Update
-from esopt.runtime.checkpoint import write_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,24 @@ def resolve_dtype(name: str) -> torch.dtype:
             f"serving_dtype: unknown {name!r}; choose one of {sorted(DTYPES)}") from None
 
 
-class HFPolicy:
+def served_dtypes(serving_dtype: str, shapes: Mapping[str, Sequence[int]]
+                  ) -> dict[str, torch.dtype]:
+    """The dtype each logical tensor is served in under `serving_dtype` (what an update
+    can change where it is served): that dtype for every tensor, or, for bfloat16-weights
+    (esopt.backends.bf16_weights: every nn.Linear and nn.Embedding in bfloat16), bfloat16
+    for the matrices and the biases beside them, float32 for the rest (norms)."""
+    if serving_dtype != BF16_WEIGHTS:
+        dtype = resolve_dtype(serving_dtype)
+        return dict.fromkeys(shapes, dtype)
+    out = {}
+    for name, shape in shapes.items():
+        owner = name.removesuffix(".bias") + ".weight" if name.endswith(".bias") else name
+        matrix = len(shapes.get(owner, shape)) == 2
+        out[name] = torch.bfloat16 if matrix else torch.float32
+    return out
+
+
+class HFPolicy(MasterWeightsPolicy):
     """ES-ready policy around a transformers causal LM and its tokenizer."""
 
     def __init__(self, model, tokenizer, *, chunk_blocks: int = 4, max_batch_size: int = 64,
@@ -75,8 +91,6 @@ class HFPolicy:
         # keep_master=False: generation only (a plain-inference baseline); ES then refuses.
         self.master = {n: p.detach().to("cpu", torch.float32, copy=True)
                        for n, p in self._params.items()} if keep_master else None
-        # What the serving weights hold besides the master: a direction, or a description.
-        self._active: Direction | str | None = None
         self._session: dict | None = None  # prefix KV kept across the calls of one rollout
 
     # ----------------------------------------------------------------- construction
@@ -119,45 +133,26 @@ class HFPolicy:
     def num_parameters(self) -> int:
         return sum(t.numel() for t in self.master.values())
 
-    @contextmanager
-    def perturbed(self, direction: Direction) -> Iterator[HFPolicy]:
-        """Serve theta + sign*sigma*eps(direction) inside the block; exact theta after it."""
-        self._check_unperturbed()
-        self._active = direction
-        try:
-            self._write_perturbed(direction)
-            yield self
-        finally:
-            self.restore()
-            self._active = None
+    @property
+    def serving_parameters(self) -> dict[str, torch.nn.Parameter]:
+        """The served parameters by logical name (tied weights once)."""
+        return self._params
 
-    @contextmanager
-    def combined(self, terms: Sequence[tuple[int, float]]) -> Iterator[HFPolicy]:
-        """Serve theta + sum_k step_k * eps(seed_k) (full-rank noise of each (seed, step)
-        term) inside the block; exact theta after it. A point of a plane through theta (the
-        reward landscape); one term (seed, sign*sigma) serves what perturbed() serves."""
-        self._check_unperturbed()
-        terms = [(int(seed), float(step)) for seed, step in terms if step != 0]
-        self._active = f"combination of seeds {[seed for seed, _ in terms]}"
-        try:
-            self._write_combined(terms)
-            yield self
-        finally:
-            self.restore()
-            self._active = None
+    @property
+    def population_capable(self) -> bool:
+        """A float32 policy on the CPU scores a population in one batch (it holds float32
+        weight sets, or low-rank members)."""
+        return all(p.device.type == "cpu" and p.dtype == torch.float32
+                   for p in self.model.parameters())
 
-    def _check_unperturbed(self) -> None:
-        if self._active is not None:
-            what = (f"along direction {self._active.index}"
-                    if isinstance(self._active, Direction) else f"({self._active})")
-            raise RuntimeError(f"already perturbed {what}")
+    def _check_supported(self, what) -> None:
         if self.master is None:
             raise RuntimeError("this policy was built with keep_master=False (generation only)")
 
-    def _write_combined(self, terms: list[tuple[int, float]]) -> None:
+    def _serve_combined(self, terms: list[tuple[int, float]]) -> None:
         """serving = master + step_1 eps_1 + step_2 eps_2 + ..., each term rounded on its
         own in float32 (perturb_into), one chunk of the tensor at a time."""
-        self._forget_kv()
+        self._check_supported(None)
         chunk = self.chunk_blocks * NOISE_BLOCK
         for name, p in self._params.items():
             master, serving = self.master[name].view(-1), p.data.view(-1)
@@ -170,8 +165,7 @@ class HFPolicy:
                     perturb_into(a, draw(seed, name, start, n, out=eps[:n]), step, a)
                 serving[start:start + n].copy_(a)
 
-    def _write_perturbed(self, d: Direction) -> None:
-        self._forget_kv()
+    def _serve_perturbed(self, d: Direction) -> None:
         ranges = self._subspace_ranges(d)
         for name, p in self._params.items():
             serving = p.data.view(-1)
@@ -201,11 +195,13 @@ class HFPolicy:
 
     def _noise_of(self, d: Direction, name: str, ranges=None):
         """(flat start, noise) chunks of the direction's noise in tensor `name`: whole
-        (plain ES), the subspace's ranges (CoPES) or the low-rank rows (matrices only)."""
+        (plain ES), the subspace's ranges (CoPES) or, low rank, a matrix's low-rank rows
+        and the other tensors' full-rank noise (or none, without full_rank_vectors)."""
         shape = self.master[name].shape
+        if d.rank is not None and not is_lowrank(shape):
+            return (noise_chunks(d.seed, name, self.master[name].numel(), self.chunk_blocks)
+                    if d.full_rank_vectors else ())
         if d.rank is not None:
-            if not is_lowrank(shape):
-                return ()
             return ((r * shape[1], e.view(-1)) for r, e in lowrank_chunks(d.seed, name, shape,
                                                                         d.rank))
         if d.subspace is not None:
@@ -213,41 +209,32 @@ class HFPolicy:
             return ((a, draw(d.seed, name, a, b - a)) for a, b in ranges.get(name, []))
         return noise_chunks(d.seed, name, self.master[name].numel(), self.chunk_blocks)
 
-    def restore(self) -> None:
-        """Recompute every serving tensor from the float32 master (bit-exact)."""
-        self._forget_kv()
+    def _serve_master(self) -> None:
         for name, p in self._params.items():
             p.data.copy_(self.master[name].view_as(p))
+
+    def _add_to_master(self, update: Update) -> UpdateStats:
+        return add_update_(self.master, update,
+                           {n: p.dtype for n, p in self._params.items()})
+
+    def master_weights(self) -> dict[str, torch.Tensor]:
+        return self.master
+
+    def _model_files(self) -> dict:
+        return {"config": self.model.config, "tokenizer": self.tokenizer,
+                "generation_config": self.model.generation_config}
+
+    def _weights_changed(self) -> None:
+        self._forget_kv()
 
     def sync_master(self) -> None:
         """Refresh the float32 master from the serving weights after training outside ES
         (the RL baselines step the model's parameters directly)."""
-        if self._active is not None:
-            raise RuntimeError("sync_master() called while perturbed")
+        self._check_unperturbed("sync_master()")
         self._forget_kv()
         for name, p in self._params.items():
             self.master[name].copy_(p.detach().to("cpu", torch.float32).view_as(
                 self.master[name]))
-
-    def apply(self, update: Update) -> None:
-        """theta += alpha/G * sum_i w_i sign_i eps_i, accumulated in float32 in the master."""
-        if self._active is not None:
-            raise RuntimeError("apply() called while perturbed: leave the perturbed() block first")
-        if update.is_zero:
-            log.info("generation %d: zero update, weights unchanged", update.generation)
-            return
-        add_update_(self.master, update)
-        self.restore()
-
-    # ----------------------------------------------------------------- persistence
-    def save(self, path: str | os.PathLike, manifest: dict | None = None) -> dict:
-        """Write the float32 master weights, config, tokenizer and manifest; return the manifest."""
-        if self._active is not None:
-            raise RuntimeError("save() called while perturbed")
-        return write_checkpoint(path, self.master, config=self.model.config,
-                                tokenizer=self.tokenizer,
-                                generation_config=self.model.generation_config,
-                                manifest=manifest)
 
     # ----------------------------------------------------------------- generation
     def render(self, conversation: Conversation) -> str:

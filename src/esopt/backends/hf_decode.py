@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from esopt.backends.base import Completion, SamplingParams
+from esopt.chat import Completion, SamplingParams
 
 # forward(input_ids [B, T], attention_mask [B, cached + T], position_ids [B, T], cache)
 #   -> logits of the last position [B, V] (float32)

@@ -23,17 +23,15 @@ other than the CPU.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 
-from esopt.agent.rollout import Episode, run_episode_groups
-from esopt.backends.base import Completion, Conversation, SamplingParams
 from esopt.backends.hf import HFPolicy, batch_cache, cache_kwarg, empty_cache, reuse_prefix
 from esopt.backends.hf_decode import decode, row_generators
-from esopt.envs.base import Environment
+from esopt.chat import Completion, Conversation, SamplingParams
 from esopt.es.strategy import Direction
 
 MB = 2**20
@@ -216,22 +214,3 @@ def lowrank_population(policy: HFPolicy, directions: Sequence[Direction]
             yield
 
         yield PopulationScorer(policy, directions, members, prefix_cache)
-
-
-def run_population_episodes(policy: HFPolicy, directions: Sequence[Direction],
-                            make_env: Callable[[], Environment], task_seeds: Sequence[int],
-                            sampling: SamplingParams) -> list[list[Episode]]:
-    """Each direction's episodes on the shared tasks, all directions in one lockstep batch:
-    the same episodes as `policy.perturbed(d)` + `run_episodes` for each d (full rank: the
-    same bits; low rank: up to the rounding of (x B) A^T against x (A B^T))."""
-    if any(d.subspace is not None for d in directions):
-        raise ValueError("population batching: CoPES directions are scored one at a time")
-    if all(d.rank for d in directions):
-        with lowrank_population(policy, directions) as scorer:
-            return run_episode_groups(scorer.generate_groups, make_env, task_seeds,
-                                      sampling, groups=len(directions))
-    if any(d.rank for d in directions):
-        raise ValueError("population batching: low-rank and full-rank directions mixed")
-    scorer = PopulationScorer(policy, directions)
-    return run_episode_groups(scorer.generate_groups, make_env, task_seeds, sampling,
-                              groups=len(directions))

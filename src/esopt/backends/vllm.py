@@ -27,15 +27,14 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from esopt.backends.base import Completion, Conversation, SamplingParams, render_chat
 from esopt.backends.hf import DTYPES
+from esopt.backends.master import MasterWeightsPolicy
+from esopt.chat import Completion, Conversation, SamplingParams, render_chat
 from esopt.es.noise import (
     DEFAULT_CHUNK_BLOCKS,
     NOISE_BLOCK,
@@ -133,8 +132,9 @@ def _even_shard(n: int, rank: int, size: int) -> slice:
 
 def logical_slots(shapes: dict[str, tuple[int, ...]], config, rank: int = 0, size: int = 1
                   ) -> dict[str, Slot]:
-    """Map each logical (HF) Llama-family tensor to its slice of a vLLM parameter on this
-    tensor-parallel rank. `shapes`: logical name -> shape."""
+    """Map each logical (HF) Llama/Qwen2-family tensor to its slice of a vLLM parameter on
+    this tensor-parallel rank. `shapes`: logical name -> shape. q/k/v biases (Qwen2) go
+    to the same rows of the fused qkv_proj.bias as their weights in qkv_proj.weight."""
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     q_rows = config.num_attention_heads * head_dim
     kv_heads = config.num_key_value_heads
@@ -144,7 +144,7 @@ def logical_slots(shapes: dict[str, tuple[int, ...]], config, rank: int = 0, siz
         all_ = tuple(slice(None) for _ in shape)
         if ".self_attn." in name and name.split(".")[-2] in ("q_proj", "k_proj", "v_proj"):
             proj = name.split(".")[-2]
-            fused = name.replace(f"{proj}.weight", "qkv_proj.weight")
+            fused = name.replace(f".{proj}.", ".qkv_proj.")  # .weight or .bias
             q_local = q_rows // size
             # KV heads are sharded when there are enough, else replicated per group.
             if kv_heads >= size:
@@ -159,7 +159,8 @@ def logical_slots(shapes: dict[str, tuple[int, ...]], config, rank: int = 0, siz
                 dst, src = slice(q_local, q_local + kv_local), kv_src
             else:
                 dst, src = slice(q_local + kv_local, q_local + 2 * kv_local), kv_src
-            slots[name] = Slot(fused, (dst, slice(None)), (src, slice(None)))
+            cols = (slice(None),) * (len(shape) - 1)  # a weight's columns; none for a bias
+            slots[name] = Slot(fused, (dst, *cols), (src, *cols))
         elif name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
             proj = name.split(".")[-2]
             fused = name.replace(f"{proj}.weight", "gate_up_proj.weight")
@@ -195,6 +196,26 @@ def load_master_slices(checkpoint: str | os.PathLike, rank: int = 0, size: int =
         master = {n: f.get_slice(n)[slots[n].src].to(torch.float32).contiguous()
                   for n in shapes}
     return shapes, slots, master
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    """The tensors in a (nested) list, tuple or dict."""
+    if torch.is_tensor(value):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _storage_bytes(tensors) -> int:
+    """Bytes of the storages behind `tensors`, each storage once (views share one)."""
+    storages = {}
+    for t in tensors:
+        s = t.untyped_storage()
+        storages[(s.device, s.data_ptr())] = s.nbytes()
+    return sum(storages.values())
 
 
 # --------------------------------------------------------------------- worker side
@@ -237,6 +258,28 @@ class ESWorker:
         slot = self.es_slots[name]
         self.es_params[slot.param].data[slot.dst].copy_(local)
 
+    def es_memory(self) -> dict:
+        """This worker's own memory (esopt.runtime.memory.EngineMemory's fields): its
+        process's allocator peak (CUDA; a CPU worker: its peak RSS), the bytes of the
+        served model's parameters and buffers, and the KV cache vLLM allocated (its
+        kv_cache_config's tensors; the cache tensors themselves where there is none)."""
+        from esopt.runtime.memory import peak_rss_mb
+
+        runner = self.model_runner
+        model = runner.model
+        weights = _storage_bytes([*model.parameters(), *model.buffers()])
+        config = getattr(runner, "kv_cache_config", None)
+        if config is not None and getattr(config, "kv_cache_tensors", None):
+            kv = sum(int(t.size) for t in config.kv_cache_tensors)
+        else:
+            kv = _storage_bytes(_tensors(getattr(runner, "kv_caches", [])))
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            peak = int(torch.cuda.max_memory_reserved())
+        else:
+            peak = int(peak_rss_mb() * 2**20)
+        return {"pid": os.getpid(), "peak_bytes": peak, "weights_bytes": weights,
+                "kv_cache_bytes": kv}
+
     def es_perturb(self, seed: int, sign: int, sigma: float) -> None:
         """Serve master + sign*sigma*eps(seed) on this rank's slices, drawing only their
         noise, one bounded chunk at a time."""
@@ -254,10 +297,10 @@ class ESWorker:
         for name, master in self.es_master.items():
             self._write(name, master)
 
-    def es_apply(self, seeds: list[int], coeffs: list[float], scale: float) -> None:
-        """master += scale * sum_i c_i eps_i (the HF backend's accumulation), then serve it."""
+    def es_add_update(self, seeds: list[int], coeffs: list[float], scale: float) -> None:
+        """master += scale * sum_i c_i eps_i (the HF backend's accumulation); the driver
+        then serves it (es_restore)."""
         add_noise_sum_(self.es_master, seeds, coeffs, scale, regions=self.es_regions)
-        self.es_restore()
 
     def es_master_state(self) -> dict[str, tuple[tuple[slice, ...], torch.Tensor]]:
         """This rank's (region, float32 slice) of every logical tensor."""
@@ -292,14 +335,13 @@ def assemble_master(parts: list[dict[str, tuple[tuple[slice, ...], torch.Tensor]
 
 
 # --------------------------------------------------------------------- driver side
-class VLLMPolicy:
-    """The HF backend's policy protocol on `vllm.LLM`."""
+class VLLMPolicy(MasterWeightsPolicy):
+    """The HF backend's policy protocol on `vllm.LLM`: the master lives in the workers."""
 
     def __init__(self, llm, checkpoint: str, tokenizer):
         self.llm = llm
         self.checkpoint = str(checkpoint)
         self.tokenizer = tokenizer
-        self._active: Direction | None = None
         self.num_parameters = int(llm.collective_rpc("es_init", args=(self.checkpoint,))[0])
         from transformers import AutoConfig
 
@@ -337,24 +379,27 @@ class VLLMPolicy:
         with safe_open(str(Path(self.checkpoint) / WEIGHTS_NAME), framework="pt") as f:
             return list(f.keys())
 
-    @contextmanager
-    def perturbed(self, direction: Direction) -> Iterator[VLLMPolicy]:
-        if direction.subspace is not None or direction.rank is not None:
-            raise NotImplementedError("CoPES and low-rank directions run on the hf backend "
-                                      "(the vLLM workers draw full-rank, full-space noise)")
-        if self._active is not None:
-            raise RuntimeError(f"already perturbed along direction {self._active.index}")
-        self._active = direction
-        try:
-            self.llm.collective_rpc("es_perturb",
-                                    args=(direction.seed, direction.sign, direction.sigma))
-            self._reset_prefix_cache()
-            yield self
-        finally:
-            self.restore()
-            self._active = None
+    def _check_supported(self, what) -> None:
+        if isinstance(what, Direction):
+            special = what.subspace is not None or what.rank is not None
+        else:
+            special = bool(what.subspaces) or what.rank is not None
+        if special:
+            raise NotImplementedError("CoPES and low-rank ES run on the hf backend (the vLLM "
+                                      "workers draw full-rank, full-space noise)")
 
-    def _reset_prefix_cache(self) -> None:
+    def _serve_perturbed(self, direction: Direction) -> None:
+        self.llm.collective_rpc("es_perturb", args=(direction.seed, direction.sign,
+                                                    direction.sigma))
+
+    def _serve_master(self) -> None:
+        self.llm.collective_rpc("es_restore")
+
+    def _add_to_master(self, update: Update) -> None:
+        self.llm.collective_rpc("es_add_update", args=(list(update.seeds), update.coeffs,
+                                                       update.scale))
+
+    def _weights_changed(self) -> None:
         """Drop every cached KV block: they hold the previous weights' keys and values.
         vLLM refuses (and only logs) while blocks are held, e.g. by an aborted request;
         then it is retried with running requests reset, and failing that, raised: serving
@@ -364,43 +409,30 @@ class VLLMPolicy:
         if not self.llm.reset_prefix_cache(reset_running_requests=True):
             raise RuntimeError("vLLM could not reset its prefix cache after a weight change")
 
-    def restore(self) -> None:
-        self.llm.collective_rpc("es_restore")
-        self._reset_prefix_cache()
+    def engine_memory(self) -> list:
+        """Each engine worker's own memory (esopt.runtime.memory.EngineMemory): what
+        runtime.memory.peak_memory_mb adds to this process's."""
+        from esopt.runtime.memory import EngineMemory
 
-    def apply(self, update: Update) -> None:
-        if self._active is not None:
-            raise RuntimeError("apply() called while perturbed")
-        if update.is_zero:
-            return
-        if update.subspaces or update.rank is not None:
-            raise NotImplementedError("CoPES and low-rank updates run on the hf backend")
-        self.llm.collective_rpc("es_apply", args=(list(update.seeds), update.coeffs,
-                                                  update.scale))
-        self._reset_prefix_cache()
+        return [EngineMemory(**d) for d in self.llm.collective_rpc("es_memory")]
 
-    def master(self) -> dict[str, torch.Tensor]:
+    def master_weights(self) -> dict[str, torch.Tensor]:
         """The float32 master in logical layout, put together from every rank's slices."""
         return assemble_master(self.llm.collective_rpc("es_master_state"))
 
     def logical_weights(self) -> dict[str, torch.Tensor]:
+        """The served weights in logical layout (NaN outside rank 0's slices; tests)."""
         return self.llm.collective_rpc("es_logical_weights")[0]
 
-    def save(self, path: str | os.PathLike, manifest: dict | None = None) -> dict:
+    def _model_files(self) -> dict:
         from transformers import AutoConfig, GenerationConfig
 
-        from esopt.runtime.checkpoint import write_checkpoint
-
-        if self._active is not None:
-            raise RuntimeError("save() called while perturbed")
         try:
             generation_config = GenerationConfig.from_pretrained(self.checkpoint)
         except OSError:
             generation_config = None
-        return write_checkpoint(path, self.master(),
-                                config=AutoConfig.from_pretrained(self.checkpoint),
-                                tokenizer=self.tokenizer, generation_config=generation_config,
-                                manifest=manifest)
+        return {"config": AutoConfig.from_pretrained(self.checkpoint),
+                "tokenizer": self.tokenizer, "generation_config": generation_config}
 
     # generation -------------------------------------------------------------------------
     def render(self, conversation: Conversation) -> str:

@@ -6,11 +6,17 @@ zero advantage and so no gradient); every policy-generated token of an episode g
 episode's advantage (trajectory-level credit, as ES gets); prompt and environment tokens
 (system, user, tool output: everything the policy did not write) are masked from the
 loss. Loss per generated token: the clipped surrogate min(r A, clip(r, 1-e, 1+e) A) with
-r = pi / pi_old, plus beta * KL(pi || pi_ref) by the k3 estimator, averaged over tokens;
-AdamW. Written here rather than with TRL: TRL's GRPOTrainer scores single completions
-from a dataset, while these episodes are multi-turn and environment-driven; its loss is a
-method of that Trainer (not a function to import), and the one free helper that would
-apply, `selective_log_softmax`, is the gather of esopt.baselines.scoring.
+r = pi / pi_old, plus beta * KL(pi || pi_ref) by the k3 estimator; AdamW. The per-token
+losses are aggregated as one of TRL's named `loss_type`s (LOSS_TYPES; default "grpo",
+the GRPO objective the paper names: each trajectory's mean over its tokens, averaged
+over trajectories), where TRL's "sequence" is an episode: all its policy turns, as TRL's
+multi-turn tool calling puts every turn of an episode into one completion (tool output
+masked). tests/baselines/test_trl_loss.py checks each type against TRL's own
+GRPOTrainer._compute_loss on the same batch. Written here rather than with TRL's trainer:
+TRL's GRPOTrainer scores single completions from a dataset, while these episodes are
+multi-turn and environment-driven; its loss is a method of that Trainer (not a function
+to import), and the one free helper that would apply, `selective_log_softmax`, is the
+gather of esopt.baselines.scoring.
 
 Tokens: a turn's row is the ids of its rendered prompt (the same encoding the backend fed
 to generate) followed by the ids the policy generated (Completion.token_ids): nothing is
@@ -39,10 +45,24 @@ import numpy as np
 import torch
 
 from esopt.agent.rollout import run_episodes
-from esopt.backends.base import SamplingParams
 from esopt.baselines.scoring import prefix_shared_forward
+from esopt.chat import SamplingParams
 from esopt.envs.base import make_env
-from esopt.runtime.ledger import ModelShape, forward_flops, rollout_flops
+from esopt.runtime.ledger import (
+    GRPO_PASSES,
+    TRAIN_FORWARDS,
+    ModelShape,
+    RLPasses,
+    forward_flops,
+    rollout_flops,
+)
+
+# TRL's GRPOConfig.loss_type values whose aggregation is implemented here (TRL 1.16):
+#   grpo:    per sequence, sum over its tokens / its tokens; mean over sequences
+#   bnpo:    sum over the micro-batch's tokens / its tokens; mean over micro-batches
+#   dr_grpo: sum over all tokens / (sequences x max_completion_length)
+#   dapo:    sum over all tokens / all tokens of the accumulated batch
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 
 
 @dataclass(frozen=True)
@@ -63,8 +83,19 @@ class GRPOConfig:
     train_decoder: SamplingParams = field(
         default_factory=lambda: SamplingParams(max_new_tokens=64, temperature=1.0))
     seed: int = 0
+    loss_type: str = "grpo"
+    """How per-token losses are aggregated: one of TRL's loss types (LOSS_TYPES)."""
+    max_completion_length: int | None = None
+    """dr_grpo's constant: the policy tokens an episode may write at most (every turn's
+    max_new_tokens); None: train_decoder.max_new_tokens (a single turn)."""
 
     def __post_init__(self) -> None:
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {list(LOSS_TYPES)}, got "
+                             f"{self.loss_type!r}")
+        if self.max_completion_length is not None and self.max_completion_length < 1:
+            raise ValueError(f"max_completion_length must be >= 1, got "
+                             f"{self.max_completion_length}")
         if self.micro_batch < 1:
             raise ValueError(f"micro_batch must be >= 1, got {self.micro_batch}")
         if self.group_size < 2:
@@ -171,29 +202,58 @@ def chunked_logprobs(model, batch: TokenBatch, size: int) -> torch.Tensor:
     return out
 
 
-def grpo_loss(logp_new, logp_old, logp_ref, advantages, loss_mask, clip_eps: float,
-              beta: float, normaliser: float | None = None) -> tuple[torch.Tensor, dict]:
-    """Mean over policy tokens of the clipped surrogate plus beta * k3-KL to the reference.
+def loss_row_weights(loss_type: str, row_tokens, owners, micro_batch: int,
+                     max_completion_length: int | None = None) -> np.ndarray:
+    """Per-row weights w (B,) such that sum_r w_r sum_t loss[r, t] is the step's loss under
+    TRL's `loss_type`, for rows (policy turns) of episodes `owners[r]` with `row_tokens[r]`
+    policy tokens each, forwarded in micro-batches of `micro_batch` rows. A TRL sequence is
+    an episode (all its turns); token counts are clamped at 1, as TRL does."""
+    tokens = np.asarray(row_tokens, dtype=np.float64)
+    owners = np.asarray(owners)
+    assert tokens.ndim == 1 and tokens.shape == owners.shape, (tokens.shape, owners.shape)
+    episodes = np.unique(owners)
+    if loss_type == "dapo":
+        return np.full(tokens.shape, 1.0 / max(tokens.sum(), 1.0))
+    if loss_type == "bnpo":
+        chunks = range(0, tokens.size, micro_batch)
+        per = [1.0 / (max(tokens[i:i + micro_batch].sum(), 1.0) * len(chunks)) for i in chunks]
+        return np.repeat(per, [min(micro_batch, tokens.size - i) for i in chunks])
+    if loss_type == "grpo":
+        per_episode = {k: max(tokens[owners == k].sum(), 1.0) for k in episodes}
+        return np.array([1.0 / (per_episode[k] * episodes.size) for k in owners])
+    if loss_type == "dr_grpo":
+        if max_completion_length is None:
+            raise ValueError("dr_grpo needs max_completion_length")
+        return np.full(tokens.shape, 1.0 / (episodes.size * max_completion_length))
+    raise ValueError(f"loss_type must be one of {list(LOSS_TYPES)}, got {loss_type!r}")
 
-    Shapes: logp_* and loss_mask (B, T) aligned on predicted tokens; advantages (B,).
-    `normaliser`: the token count to divide by when this is one micro-batch of a larger
-    batch (default: this batch's own policy tokens), so accumulated gradients equal the
-    whole batch's.
+
+def grpo_loss(logp_new, logp_old, logp_ref, advantages, loss_mask, clip_eps: float,
+              beta: float, weights=None) -> tuple[torch.Tensor, dict]:
+    """sum over rows r and policy tokens t of weights[r] * (the clipped surrogate +
+    beta * k3-KL to the reference).
+
+    Shapes: logp_* and loss_mask (B, T) aligned on predicted tokens; advantages and
+    weights (B,). `weights`: the rows' aggregation weights (loss_row_weights), so that the
+    micro-batches' losses add up to the step's; default: this batch's token mean.
+    Stats (kl, clip_frac) are sums over tokens, for the caller to divide by its count.
     """
     assert logp_new.shape == logp_old.shape == logp_ref.shape == loss_mask.shape
     assert advantages.shape == (logp_new.shape[0],)
+    if weights is None:
+        weights = torch.full_like(advantages, 1.0 / max(float(loss_mask.sum()), 1.0))
+    assert weights.shape == advantages.shape
     adv = advantages[:, None]
     ratio = torch.exp(logp_new - logp_old)
     surrogate = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * adv)
     log_ref_ratio = logp_ref - logp_new
     kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1
     per_token = surrogate + beta * kl
-    n = loss_mask.sum().clamp(min=1) if normaliser is None else max(float(normaliser), 1.0)
-    loss = (per_token * loss_mask).sum() / n
+    loss = (per_token * loss_mask * weights[:, None]).sum()
     with torch.no_grad():
         clipped = ((ratio - 1).abs() > clip_eps).float()
-        stats = {"kl": float((kl * loss_mask).sum() / n),
-                 "clip_frac": float((clipped * loss_mask).sum() / n)}
+        stats = {"kl": float((kl * loss_mask).sum()),
+                 "clip_frac": float((clipped * loss_mask).sum())}
     return loss, stats
 
 
@@ -227,6 +287,28 @@ class PolicyTrainer:
         self.steps = 0
         self.last_episodes: list = []
         """The rollouts of the last step (the run's trajectories)."""
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.optimizer]
+
+    def state_tensors(self):
+        """Every tensor the trainer holds for training: the policy's parameters and the
+        float32 ones the optimiser steps, their gradients, the reference, the optimisers'
+        moments (not the policy's host-side ES master)."""
+        params = [*self.params, *self.train_params, *self.reference.parameters()]
+        yield from params
+        yield from (p.grad for p in params if p.grad is not None)
+        for opt in self.optimizers():
+            for state in opt.state.values():
+                yield from (v for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
+
+    def state_bytes(self) -> int:
+        """Measured bytes of state_tensors(), each storage once: the weights and optimiser
+        state that runtime.memory.training_state_bytes predicts."""
+        storages = {}
+        for t in self.state_tensors():
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return sum(storages.values())
 
     def rollouts(self, env: str, env_kwargs: dict, task_seeds: list[int], repeats: int):
         """Each task played `repeats` times (consecutive), with this step's sampling seed."""
@@ -284,6 +366,14 @@ class GRPOTrainer(PolicyTrainer):
         adv = group_advantages(rewards).reshape(-1)
         return turn_samples(self.policy, episodes, adv), rewards
 
+    def row_weights(self, batch: TokenBatch, owners: Sequence[int]) -> torch.Tensor:
+        """The batch rows' loss weights under cfg.loss_type, on the batch's device."""
+        cfg = self.cfg
+        w = loss_row_weights(cfg.loss_type, batch.loss_mask[:, 1:].sum(dim=1).tolist(), owners,
+                             cfg.micro_batch, cfg.max_completion_length
+                             or cfg.train_decoder.max_new_tokens)
+        return torch.tensor(w, dtype=torch.float32, device=batch.device)
+
     def step(self, env: str, env_kwargs: dict, task_seeds: list[int]) -> dict:
         """One GRPO update from fresh group rollouts on `task_seeds`."""
         t0 = time.perf_counter()
@@ -292,28 +382,32 @@ class GRPOTrainer(PolicyTrainer):
         t_gen = time.perf_counter() - t0
         samples, rewards = self.samples(episodes)
         batch = self.batch(samples)
+        owners = [k for k, ep in enumerate(episodes) for _ in ep.turns]
         t1 = time.perf_counter()
-        stats = self.accumulate(batch)
+        stats = self.accumulate(batch, owners)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.train_params, self.cfg.max_grad_norm)
         self.optimizer.step()
         self.finish_step()
-        flops = step_flops(self.shape, episodes, batch, score_passes=1)
+        flops = step_flops(self.shape, episodes, batch, GRPO_PASSES)
         return {"step": self.steps, **stats, "grad_norm": float(grad_norm),
                 **episode_stats(episodes), "reward_mean": float(rewards.mean()),
                 "tokens": batch.completion_tokens, "generate_s": t_gen,
                 "update_s": time.perf_counter() - t1 - stats["score_s"],
                 "flops": sum(flops.values()), **{f"flops_{k}": v for k, v in flops.items()}}
 
-    def accumulate(self, batch: TokenBatch) -> dict:
+    def accumulate(self, batch: TokenBatch, owners: Sequence[int] | None = None) -> dict:
         """Score the reference, then forward/backward the batch in micro-batches: the
-        gradient of the batch's GRPO loss lands in self.train_params' .grad.
+        gradient of the batch's GRPO loss (cfg.loss_type) lands in self.train_params'
+        .grad. owners[i]: row i's episode (default: every row an episode of its own).
 
         One optimisation pass per batch of rollouts, so pi_old is the current policy: the
         ratio is 1 in value (its gradient is the policy gradient) and pi_old needs no
         scoring pass of its own; clipping matters only for multi-pass variants.
         """
         cfg = self.cfg
-        n_tokens = float(batch.loss_mask[:, 1:].sum())
+        n_tokens = max(float(batch.loss_mask[:, 1:].sum()), 1.0)
+        weights = self.row_weights(batch, range(len(batch.input_ids)) if owners is None
+                                   else owners)
         t1 = time.perf_counter()
         ref = chunked_logprobs(self.reference, batch, cfg.micro_batch)
         t_score = time.perf_counter() - t1
@@ -325,24 +419,26 @@ class GRPOTrainer(PolicyTrainer):
             new = token_logprobs(self.model, chunk)
             loss, part = grpo_loss(new, new.detach(), ref[rows, :width], chunk.advantages,
                                    chunk.loss_mask[:, 1:], cfg.clip_eps, cfg.beta,
-                                   normaliser=n_tokens)
+                                   weights[rows])
             loss.backward()
             self.collect_grads()
             loss_sum += loss.item()
-            stats = {k: stats[k] + part[k] for k in stats}
+            stats = {k: stats[k] + part[k] / n_tokens for k in stats}  # token means
         return {"loss": loss_sum, "score_s": t_score, **stats}
 
 
-def step_flops(shape: ModelShape, episodes, batch: TokenBatch, score_passes: int) -> dict:
-    """FLOPs of an RL step by phase: generating the rollouts, `score_passes` no-gradient
-    passes over the batch (the reference; PPO also the old values), and one forward +
-    backward (3x a forward) for the update. Nominal counts, as the paper's: every sequence
-    in full, whatever prefix sharing saves (ES rollouts are counted the same way)."""
+def step_flops(shape: ModelShape, episodes, batch: TokenBatch, passes: RLPasses) -> dict:
+    """FLOPs of an RL step by phase: generating the rollouts, `passes.score` no-gradient
+    passes over the batch (the reference; PPO also the critic's old values), and one
+    forward + backward (TRAIN_FORWARDS x a forward) of each of `passes.trained` models
+    (PPO: the policy and the critic, counted as the model's size). Nominal counts, as the
+    paper's: every sequence in full, whatever prefix sharing saves (ES rollouts are counted
+    the same way)."""
     forward = sum(forward_flops(shape, n, 0) for n in batch.attention_mask.sum(dim=1).tolist())
     return {
         "generate": rollout_flops(shape, episodes),
-        "score": score_passes * forward,
-        "train": 3.0 * forward,
+        "score": passes.score * forward,
+        "train": TRAIN_FORWARDS * passes.trained * forward,
     }
 
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from esopt.ahd.problems import Evaluation, Problem, evaluate, get_problem
-from esopt.backends.base import SamplingParams
+from esopt.chat import SamplingParams
 from esopt.context.prompts import Parent, conversation, parse_proposal
 from esopt.es.seeds import mix
 from esopt.es.strategy import ES, ESConfig

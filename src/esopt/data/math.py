@@ -2,15 +2,20 @@
 
 Tests and benchmarks read `../shared/data/math/*.jsonl` by path; real users may pass a
 dataset id (`BytedTsinghua-SIA/DAPO-Math-17k`, `MathArena/aime_2026`), which needs the
-`datasets` package and network. Both paths produce the same records.
+`datasets` package and network. Both paths produce the same records. Several sources (a
+list) are interleaved, so that the first N problems of the held-out set are an even mix
+of them (esopt.pipeline.stages.eval_tasks takes the first N) and all of them once N is
+their total; each problem keeps its source (Table 3 has a column group per source).
 """
 
 from __future__ import annotations
 
-import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from esopt.data.files import DataFileError, read_jsonl
 
 # Where each known dataset id keeps its question and answer.
 HUB_FIELDS = {
@@ -24,6 +29,8 @@ class MathProblem:
     id: str
     question: str
     answer: str
+    source: str = ""
+    """The dataset it comes from (a record's `source`, else the file name or dataset id)."""
 
 
 def _answer_of(value) -> str:
@@ -38,25 +45,45 @@ def _question_of(value) -> str:
     return str(value)
 
 
+def _problem(record, default_id: str, question_key: str, answer_key: str,
+             source: str = "") -> MathProblem:
+    """One record as a MathProblem, or ValueError saying what is wrong with it."""
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+    if question_key not in record or answer_key not in record:
+        raise ValueError(f"needs {question_key!r} and {answer_key!r}, has {sorted(record)}")
+    try:
+        question = _question_of(record[question_key])
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise ValueError(f"{question_key!r} is neither text nor a chat list with a user "
+                         "message") from None
+    return MathProblem(str(record.get("id", default_id)), question,
+                       _answer_of(record[answer_key]), str(record.get("source") or source))
+
+
 def from_records(records, question_key: str = "question", answer_key: str = "answer",
                  source: str = "") -> list[MathProblem]:
     """MathProblems from dict records; each needs a question and an answer."""
     out = []
     for i, r in enumerate(records):
-        if question_key not in r or answer_key not in r:
-            raise ValueError(f"{source} record {i}: needs {question_key!r} and {answer_key!r}, "
-                             f"has {sorted(r)}")
-        out.append(MathProblem(str(r.get("id", f"{source}:{i}")), _question_of(r[question_key]),
-                               _answer_of(r[answer_key])))
+        try:
+            out.append(_problem(r, f"{source}:{i}", question_key, answer_key, source))
+        except ValueError as e:
+            raise ValueError(f"{source} record {i}: {e}") from None
     return out
 
 
 def load_jsonl(path: str | Path) -> list[MathProblem]:
-    """One JSON object per line with `question` and `answer` (and optionally `id`)."""
+    """One JSON object per line with `question` and `answer` (and optionally `id`); a bad
+    line raises DataFileError naming the file and the line."""
     path = Path(path)
-    with open(path) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    return from_records(records, source=path.name)
+    out = []
+    for i, (lineno, record) in enumerate(read_jsonl(path)):
+        try:
+            out.append(_problem(record, f"{path.name}:{i}", "question", "answer", path.name))
+        except ValueError as e:
+            raise DataFileError.at(path, lineno, e) from None
+    return out
 
 
 def load_hub(dataset_id: str, split: str = "train", limit: int | None = None,
@@ -92,12 +119,17 @@ def generated_problems(count: int, seed: int = 0) -> list[MathProblem]:
                 sum(range(c, a + b + 1))
         else:
             q, ans = f"What is the remainder when {a}^{c} is divided by {b}?", pow(a, c, b)
-        out.append(MathProblem(f"gen{seed}:{i}", q, str(ans)))
+        out.append(MathProblem(f"gen{seed}:{i}", q, str(ans), f"generated:{seed}"))
     return out
 
 
-def load_problems(source: str) -> list[MathProblem]:
-    """`generated:COUNT:SEED`, a path to a .jsonl file, or a dataset id."""
+def load_problems(source: str | Sequence[str]) -> list[MathProblem]:
+    """`generated:COUNT:SEED`, a path to a .jsonl file, or a dataset id; or a list of
+    them, interleaved (the first problem of each, then the second of each, ...)."""
+    if not isinstance(source, str):
+        sets = [load_problems(s) for s in source]
+        return [p for i in range(max(map(len, sets), default=0))
+                for p in (s[i] for s in sets if i < len(s))]
     if source.startswith("generated:"):
         _, count, seed = (source.split(":") + ["0"])[:3]
         return generated_problems(int(count), int(seed))

@@ -5,6 +5,10 @@ observation, a list of chat messages that is the whole prompt the policy sees (t
 environment decides how much history to show); `step(text)` takes the policy's raw
 completion and returns the next observation, a reward, `done` and an info dict. A bad
 action never raises: it costs the turn and is answered with feedback.
+
+An environment whose reward has parts (a format bonus and correctness, say) names them in
+the step info: `info[REWARD_COMPONENTS] = {"format": 0.1, "correct": 1.0}`, the parts of
+that step's reward, summing to it; the ES ledger reports the reward split this way.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
+
+REWARD_COMPONENTS = "reward_components"
+"""Step-info key: the step reward's named parts, summing to it."""
 
 
 @dataclass

@@ -11,9 +11,9 @@ import random
 import re
 from fractions import Fraction
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 from esopt.envs.arithmetic import ExpressionError, evaluate
-from esopt.envs.base import Environment, StepResult, register
+from esopt.envs.base import REWARD_COMPONENTS, Environment, StepResult, register
 
 FORMAT_REWARD = 0.1
 CORRECT_REWARD = 1.0
@@ -111,6 +111,10 @@ class CountdownEnv(Environment):
             text += "</answer>"  # the stop string is cut from completions
         reward, info = score_answer(text, self.numbers, self.target)
         self._correct = info["correct"]
+        # The two parts of the reward: the answer's format, and its correctness.
+        info[REWARD_COMPONENTS] = {
+            "format": FORMAT_REWARD if info["formatted"] else 0.0,
+            "correct": CORRECT_REWARD if info["correct"] else 0.0}
         return StepResult([], reward, True, info)
 
 

@@ -18,7 +18,7 @@ import functools
 import hashlib
 import re
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 from esopt.data.docs import DocTask, image_name, load_docs
 from esopt.envs.anls import anls, exact_match
 from esopt.envs.base import Environment, StepResult, register
@@ -125,8 +125,10 @@ class DocVQAEnv(Environment):
         return list(self.messages)
 
     def _info(self) -> dict:
-        # The gold answers ride along for analysis and skills; the policy never sees info.
-        return {"doc_id": self.task.id, "gold": list(self.task.answers), "turn": self.turn,
+        # The gold answers ride along for analysis and skills (problem_id: what Trace2Skill
+        # groups trajectories by); the policy never sees info.
+        return {"doc_id": self.task.id, "problem_id": self.task.id,
+                "gold": list(self.task.answers), "turn": self.turn,
                 "tool_calls": self.tool_calls, "tool_outcomes": list(self.tool_outcomes)}
 
     def _reply(self, completion: str, feedback: str, info: dict) -> StepResult:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import functools
 import re
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 from esopt.data.math import MathProblem, load_problems
-from esopt.envs.base import Environment, StepResult, register
+from esopt.envs.base import REWARD_COMPONENTS, Environment, StepResult, register
 from esopt.envs.math_answers import check_answer, extract_answer
 from esopt.runtime.sandbox import SandboxLimits, run_sandboxed
 
@@ -30,7 +30,7 @@ _CODE = re.compile(r"```(?:python|py)\s*\n(.*?)(?:```|$)", re.DOTALL)
 
 
 @functools.lru_cache(maxsize=8)
-def _problems(source: str) -> tuple[MathProblem, ...]:
+def _problems(source: str | tuple[str, ...]) -> tuple[MathProblem, ...]:
     return tuple(load_problems(source))
 
 
@@ -42,23 +42,26 @@ def tool_call(completion: str) -> str | None:
 
 @register("math_tool")
 class MathToolEnv(Environment):
-    """Options: data (JSONL path or dataset id), max_turns, require_tool, skill (text
-    prepended to the system prompt: Trace2Skill), tool limits, output_chars."""
+    """Options: data (JSONL path or dataset id, or a list of them: interleaved), max_turns,
+    require_tool, skill (text prepended to the system prompt: Trace2Skill), tool limits,
+    output_chars."""
 
     stop = ("```output",)
-    # Which checker judged the answer (esopt.envs.math_answers.check_answer).
-    outcome_columns = {"decided_by": "string"}
+    # Which checker judged the answer (esopt.envs.math_answers.check_answer), and the
+    # problem's dataset (Table 3's DAPO and AIME 2026 columns).
+    outcome_columns = {"decided_by": "string", "source": "string"}
     # Training draws task seed s as problem s mod the file's length (seeds are hashes);
     # evaluation takes problems 0..N-1, capped at num_tasks (esopt.pipeline.stages.eval_tasks).
     indexed_tasks = True
 
-    def __init__(self, data: str, max_turns: int = 4, require_tool: bool = True,
+    def __init__(self, data: str | list[str], max_turns: int = 4, require_tool: bool = True,
                  skill: str = "", max_new_tokens: int = 256, output_chars: int = 800,
                  tool_wall_s: float = 10.0, tool_cpu_s: int = 5, tool_memory_mb: int = 1024,
                  use_math_verify: bool = True):
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        self.data, self.problems = data, _problems(data)
+        self.data = data
+        self.problems = _problems(data if isinstance(data, str) else tuple(data))
         if not self.problems:
             raise ValueError(f"data: no problems in {data!r}")
         self.max_turns, self.require_tool, self.skill = max_turns, require_tool, skill
@@ -92,7 +95,8 @@ class MathToolEnv(Environment):
 
     def _info(self) -> dict:
         # The reference answer rides along for skill distillation; the policy never sees info.
-        return {"problem_id": self.problem.id, "gold": self.problem.answer, "turn": self.turn,
+        return {"problem_id": self.problem.id, "source": self.problem.source,
+                "gold": self.problem.answer, "turn": self.turn,
                 "tool_calls": self.tool_calls, "tool_outcomes": list(self.tool_outcomes)}
 
     def step(self, completion: str) -> StepResult:
@@ -123,7 +127,8 @@ class MathToolEnv(Environment):
         self.messages.append({"role": "assistant", "content": completion})
         return StepResult(list(self.messages), 1.0 if correct else 0.0, True,
                           {"answer": answer, "gold": self.problem.answer, "correct": correct,
-                           "decided_by": decided_by, **self._info()})
+                           "decided_by": decided_by, **self._info(),
+                           REWARD_COMPONENTS: {"correct": 1.0 if correct else 0.0}})
 
     @property
     def success(self) -> bool:

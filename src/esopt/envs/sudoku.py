@@ -14,9 +14,9 @@ each board's own number of blanks.
 
 from __future__ import annotations
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 from esopt.envs.actions import parse_sudoku_action
-from esopt.envs.base import Environment, StepResult, register
+from esopt.envs.base import REWARD_COMPONENTS, Environment, StepResult, register
 from esopt.envs.sudoku_board import (
     box_shape,
     conflict,
@@ -118,12 +118,12 @@ class SudokuEnv(Environment):
         return msgs
 
     def _check_file(self, path: str, blanks: int | None, size: int) -> None:
-        for lineno, p in enumerate(self.puzzles, 1):
+        for p in self.puzzles:
             if len(p.puzzle) != size:
-                raise ValueError(f"{path}: {len(p.puzzle)}x{len(p.puzzle)} boards, but size "
-                                 f"is {size}")
+                raise ValueError(f"{path}, line {p.line}: {len(p.puzzle)}x{len(p.puzzle)} "
+                                 f"boards, but size is {size}")
             if blanks is not None and p.blanks != blanks:
-                raise ValueError(f"{path}, puzzle {lineno}: {p.blanks} blanks, but blanks "
+                raise ValueError(f"{path}, line {p.line}: {p.blanks} blanks, but blanks "
                                  f"(H*) is {blanks}")
 
     @property
@@ -188,6 +188,9 @@ class SudokuEnv(Environment):
             reward = float(solved)
         else:
             reward = info["cells_correct"] / self.blanks
+        # One part: the board (no format reward; `parsed` and `valid` say how moves read).
+        info[REWARD_COMPONENTS] = {"solved" if self.reward_kind == "binary" else "cells":
+                                   reward}
         return StepResult(self.observation(), reward, done, info)
 
     def _apply(self, r: int, c: int, v: int) -> str:

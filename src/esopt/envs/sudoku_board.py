@@ -10,7 +10,9 @@ import json
 import math
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+
+from esopt.data.files import DataFileError, read_jsonl
 
 Board = list[list[int]]
 
@@ -137,10 +139,12 @@ def render(board: Board) -> str:
 
 @dataclass(frozen=True)
 class Puzzle:
-    """A board to solve and its (unique) solution; `blanks` is its H*."""
+    """A board to solve and its (unique) solution; `blanks` is its H*. `line`: where a
+    puzzle file holds it (0: generated)."""
 
     puzzle: Board
     solution: Board
+    line: int = field(default=0, compare=False)
 
     @property
     def blanks(self) -> int:
@@ -211,21 +215,18 @@ def load_puzzles(path: str | os.PathLike) -> list[Puzzle]:
     number of blanks, checked). Blank lines are skipped; all boards must have one size.
     """
     puzzles: list[Puzzle] = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                found = check_puzzle(json.loads(line))
-                if puzzles and len(found.puzzle) != len(puzzles[0].puzzle):
-                    raise ValueError(f"a {len(found.puzzle)}x{len(found.puzzle)} board in a "
-                                     f"file of {len(puzzles[0].puzzle)}x"
-                                     f"{len(puzzles[0].puzzle)} boards")
-            except ValueError as e:  # JSONDecodeError is a ValueError too
-                raise ValueError(f"{path}, line {lineno}: {e}") from None
-            puzzles.append(found)
+    for lineno, record in read_jsonl(path):  # undecodable lines raise naming their line
+        try:
+            found = check_puzzle(record)
+            if puzzles and len(found.puzzle) != len(puzzles[0].puzzle):
+                raise ValueError(f"a {len(found.puzzle)}x{len(found.puzzle)} board in a "
+                                 f"file of {len(puzzles[0].puzzle)}x"
+                                 f"{len(puzzles[0].puzzle)} boards")
+        except ValueError as e:
+            raise DataFileError.at(path, lineno, e) from None
+        puzzles.append(replace(found, line=lineno))
     if not puzzles:
-        raise ValueError(f"{path}: no puzzles")
+        raise DataFileError(f"{path}: no puzzles")
     return puzzles
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import secrets
 
-from esopt.backends.base import Conversation
+from esopt.chat import Conversation
 from esopt.envs.base import Environment, StepResult, register
 from esopt.web.actions import parse_action
 from esopt.web.checks import task_passes

@@ -2,9 +2,13 @@
 eps = A B^T / sqrt(r), A (m x r) and B (n x r) standard normals from the counter-based
 noise (streams f"{name}/lowrank_A", f"{name}/lowrank_B"), so an element of eps has mean 0
 and variance 1 as full-rank noise does (its excess kurtosis is 6/r: it tends to a normal
-as r grows). 1-D tensors (norms, biases) are not perturbed by low-rank ES: every
-perturbation is then a sum of low-rank matrix terms, which the population-batched forward
-(x W^T + s (x B) A^T, esopt.backends.lowrank_batch) evaluates exactly.
+as r grows). The other tensors (1-D: norms, biases) get the full-rank noise of
+esopt.es.noise when `full_rank_vectors` (EGGROLL's default: its reference perturbs every
+non-matrix parameter with full-rank Gaussian noise unless `freeze_nonlora`;
+ESHyperscale/HyperscaleES, src/hyperscalees/noiser/eggroll.py), else they are not
+perturbed. The population-batched forward (x W^T + s (x B) A^T,
+esopt.backends.lowrank_batch) evaluates the matrices' terms by hooks and gives each row
+its member's perturbed vectors.
 
 A B^T is summed as r outer products, each rounded on its own in a fixed order (no matmul,
 whose blocking and so rounding differ across machines and thread counts): the same bits
@@ -18,11 +22,11 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 
-from esopt.es.noise import NOISE_BLOCK, draw
+from esopt.es.noise import NOISE_BLOCK, draw, noise_sum_chunks
 
 
 def is_lowrank(shape: Sequence[int]) -> bool:
-    """Tensors that get low-rank noise: matrices (others are not perturbed)."""
+    """Tensors that get low-rank noise: matrices (the others full-rank noise, or none)."""
     return len(shape) == 2
 
 
@@ -69,13 +73,28 @@ def lowrank_noise(seed: int, name: str, shape: Sequence[int], rank: int) -> torc
 
 
 def add_lowrank_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
-                     coeffs: Sequence[float], scale: float, rank: int) -> None:
+                     coeffs: Sequence[float], scale: float, rank: int,
+                     full_rank_vectors: bool = False) -> None:
     """tensors[name] += scale * sum_i coeffs[i] * A_i B_i^T / sqrt(r) for every matrix, in
-    place, float32, row chunks at a time (memory G * chunk); 1-D tensors unchanged."""
+    place, float32, row chunks at a time (memory G * chunk); the other tensors get the
+    full-rank noise sum when `full_rank_vectors`, else stay unchanged."""
+    for _, target, delta in lowrank_sum_chunks(tensors, seeds, coeffs, scale, rank,
+                                               full_rank_vectors):
+        target.add_(delta)
+
+
+def lowrank_sum_chunks(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
+                       coeffs: Sequence[float], scale: float, rank: int,
+                       full_rank_vectors: bool = False
+                       ) -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(name, rows of tensors[name], their delta) chunk by chunk: what add_lowrank_sum_
+    adds (the caller adds each delta to its view before taking the next chunk)."""
     if len(seeds) != len(coeffs):
         raise ValueError(f"{len(seeds)} seeds but {len(coeffs)} coefficients")
     for name, tensor in tensors.items():
         if not is_lowrank(tensor.shape):
+            if full_rank_vectors:
+                yield from noise_sum_chunks({name: tensor}, seeds, coeffs, scale)
             continue
         if tensor.dtype != torch.float32 or not tensor.is_contiguous():
             raise ValueError(f"{name}: the update needs a contiguous float32 tensor")
@@ -87,4 +106,4 @@ def add_lowrank_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
             for (_, eps), c in zip(chunks, coeffs, strict=True):
                 if c:
                     acc.add_(eps.mul_(c))
-            target.add_(acc.mul_(scale))
+            yield name, target, acc.mul_(scale)

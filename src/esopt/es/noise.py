@@ -177,7 +177,21 @@ def add_noise_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
                    coeffs: Sequence[float], scale: float,
                    regions: Mapping[str, tuple[tuple[int, ...], tuple[slice, ...]]] | None = None,
                    subspaces: Sequence | None = None) -> None:
-    """tensors[name] += scale * sum_i coeffs[i] * eps(seeds[i], name), in place, float32.
+    """tensors[name] += scale * sum_i coeffs[i] * eps(seeds[i], name), in place, float32:
+    each chunk of noise_sum_chunks added to its view."""
+    for _, target, delta in noise_sum_chunks(tensors, seeds, coeffs, scale, regions,
+                                             subspaces):
+        target.add_(delta)
+
+
+def noise_sum_chunks(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
+                     coeffs: Sequence[float], scale: float,
+                     regions: Mapping[str, tuple[tuple[int, ...], tuple[slice, ...]]]
+                     | None = None, subspaces: Sequence | None = None
+                     ) -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(name, a view of tensors[name], scale * sum_i coeffs[i] * eps(seeds[i], name) over
+    that view), chunk by chunk, float32: what add_noise_sum_ adds (the caller adds each
+    delta to its view before taking the next chunk).
 
     The ES update of a float32 master, shared by every backend and by the update stage
     (which works on checkpoint files without building a model). The sum is accumulated one
@@ -207,8 +221,9 @@ def add_noise_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
             raise ValueError(f"{name}: the update needs a contiguous float32 tensor, "
                              f"got {tensor.dtype}")
         if subspaces:
-            _add_subspace_noise_sum_(tensor.view(-1), name, seeds, coeffs, scale,
-                                     [r.get(name, []) for r in ranges])
+            for target, delta in _subspace_noise_sum(tensor.view(-1), name, seeds, coeffs,
+                                                     scale, [r.get(name, []) for r in ranges]):
+                yield name, target, delta
             continue
         region = None if regions is None else regions.get(name)
         streams = [_target_chunks(s, name, tensor, region) for s in seeds]
@@ -218,13 +233,14 @@ def add_noise_sum_(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
             for (_, eps), c in zip(chunks, coeffs, strict=True):
                 if c:
                     acc.add_(eps.mul_(c))
-            target.add_(acc.mul_(scale))
+            yield name, target, acc.mul_(scale)
 
 
-def _add_subspace_noise_sum_(flat: torch.Tensor, name: str, seeds: Sequence[int],
-                             coeffs: Sequence[float], scale: float,
-                             ranges: Sequence[list[tuple[int, int]]]) -> None:
-    """add_noise_sum_ of one flat tensor where direction i's noise lives in ranges[i]
+def _subspace_noise_sum(flat: torch.Tensor, name: str, seeds: Sequence[int],
+                        coeffs: Sequence[float], scale: float,
+                        ranges: Sequence[list[tuple[int, int]]]
+                        ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """noise_sum_chunks of one flat tensor where direction i's noise lives in ranges[i]
     only: a NOISE_BLOCK of the sum at a time, each direction drawing just its overlap."""
     for start in range(0, flat.numel(), NOISE_BLOCK):
         stop = min(start + NOISE_BLOCK, flat.numel())
@@ -236,7 +252,7 @@ def _add_subspace_noise_sum_(flat: torch.Tensor, name: str, seeds: Sequence[int]
                 lo, hi = max(a, start), min(b, stop)
                 if lo < hi:
                     acc[lo - start:hi - start].add_(draw(seed, name, lo, hi - lo).mul_(c))
-        flat[start:stop].add_(acc.mul_(scale))
+        yield flat[start:stop], acc.mul_(scale)
 
 
 def _target_chunks(seed: int, name: str, tensor: torch.Tensor, region=None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -25,6 +26,9 @@ from esopt.es.seeds import direction_seed, mix
 from esopt.es.shaping import get_shaping
 
 log = logging.getLogger(__name__)
+
+
+SUBSPACE_NORMALISATIONS = ("paper", "matched")
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,19 @@ class ESConfig:
     sigma * sqrt(K) (None: plain ES; K=1 runs the CoPES path and equals plain ES)."""
     subspace_chunk: int = 1 << 16
     """CoPES: elements per parameter chunk, the unit of the partition."""
+    subspace_normalisation: str = "paper"
+    """CoPES: `paper` perturbs at sigma * sqrt(K) and steps alpha z_i / N_k (the CoPES
+    paper, Wang et al. 2026, arXiv:2608.02391, Eqs. 11 and 13: the perturbation's expected
+    squared norm matches plain ES's; the per-element step is sqrt(K) times plain ES's);
+    `matched` perturbs at sigma and steps alpha z_i / sqrt(G N_k), so the per-element
+    perturbation and step equal plain ES's at the same alpha and sigma (only the subspace
+    structure differs). Both are plain ES bit for bit at K=1."""
     rank: int | None = None
     """Low-rank (EGGROLL) ES: every matrix gets noise A B^T / sqrt(rank) (None: full rank)."""
+    full_rank_vectors: bool = True
+    """Low-rank ES: the other tensors (1-D: norms, biases) get full-rank Gaussian noise at
+    sigma, as EGGROLL's reference does unless told otherwise (its `freeze_nonlora=False`);
+    False: only matrices are perturbed."""
 
     def __post_init__(self) -> None:
         if self.population_size < 2:
@@ -68,6 +83,9 @@ class ESConfig:
                 raise ValueError("subspaces: CoPES is one-sided (antithetic must be False)")
             if self.rank is not None:
                 raise ValueError("subspaces and rank: CoPES and low-rank ES do not combine")
+        if self.subspace_normalisation not in SUBSPACE_NORMALISATIONS:
+            raise ValueError(f"subspace_normalisation must be one of "
+                             f"{SUBSPACE_NORMALISATIONS}, got {self.subspace_normalisation!r}")
         if self.subspace_chunk < 1:
             raise ValueError(f"subspace_chunk must be >= 1, got {self.subspace_chunk}")
         if self.rank is not None and self.rank < 1:
@@ -115,6 +133,8 @@ class Direction:
     sigma: float
     subspace: Subspace | None = None
     rank: int | None = None
+    full_rank_vectors: bool = False
+    """Low-rank ES: the non-matrix tensors get full-rank noise (else they are unperturbed)."""
 
     def __post_init__(self) -> None:
         if self.sign not in (1, -1):
@@ -151,6 +171,9 @@ class Update:
     """CoPES: each direction's subspace (empty: every direction spans all parameters)."""
     rank: int | None = None
     """Low-rank ES: the rank of every direction's matrix noise."""
+    full_rank_vectors: bool = False
+    """Low-rank ES: whether the non-matrix tensors got full-rank noise (False in manifests
+    written before the option: their vectors were never perturbed)."""
 
     @property
     def scale(self) -> float:
@@ -176,13 +199,64 @@ class Update:
         return cls(**d)
 
 
+def _members(state: ESState, g: int, antithetic: bool):
+    """(index, seed, sign) of the G members: independent seeds, or mirrored pairs
+    (2j, 2j+1) sharing seed j with signs +1, -1."""
+    if antithetic:
+        return [(i, direction_seed(state.run_seed, state.generation, i // 2),
+                 1 if i % 2 == 0 else -1) for i in range(g)]
+    return [(i, direction_seed(state.run_seed, state.generation, i), 1) for i in range(g)]
+
+
+def full_rank_directions(state: ESState, config: ESConfig) -> tuple[Direction, ...]:
+    """Plain ES: G full-rank Gaussian directions over every parameter (the paper)."""
+    return tuple(Direction(i, seed, sign, state.sigma)
+                 for i, seed, sign in _members(state, config.population_size, config.antithetic))
+
+
+def lowrank_directions(state: ESState, config: ESConfig) -> tuple[Direction, ...]:
+    """Low-rank (EGGROLL) ES: each matrix's noise is A B^T / sqrt(rank); the other tensors'
+    full rank (config.full_rank_vectors) or none; mirrored pairs with config.antithetic."""
+    return tuple(Direction(i, seed, sign, state.sigma, rank=config.rank,
+                           full_rank_vectors=config.full_rank_vectors)
+                 for i, seed, sign in _members(state, config.population_size, config.antithetic))
+
+
+def copes_directions(state: ESState, config: ESConfig) -> tuple[Direction, ...]:
+    """CoPES: directions k*G/K .. (k+1)*G/K - 1 perturb subspace k of the generation's
+    partition, at sigma * sqrt(K) (the paper's normalisation) or sigma (matched)."""
+    k_total = config.subspaces
+    per = config.population_size // k_total
+    pseed = partition_seed(state.run_seed, state.generation)
+    sigma = state.sigma * (math.sqrt(k_total) if config.subspace_normalisation == "paper"
+                           else 1.0)
+    return tuple(
+        Direction(i, seed, sign, sigma,
+                  subspace=Subspace(pseed, i // per, k_total, config.subspace_chunk))
+        for i, seed, sign in _members(state, config.population_size, False))
+
+
+DirectionSampler = Callable[[ESState, ESConfig], tuple[Direction, ...]]
+
+
+def direction_sampler(config: ESConfig) -> DirectionSampler:
+    """The sampler of a configuration's method: CoPES subspaces, low rank, or full rank."""
+    if config.subspaces is not None:
+        return copes_directions
+    if config.rank is not None:
+        return lowrank_directions
+    return full_rank_directions
+
+
 class ES:
     """OpenAI-ES with the paper's choices: one-sided perturbation, z-score shaping,
-    update alpha/G * sum w_i eps_i, and a sigma schedule."""
+    update alpha/G * sum w_i eps_i, and a sigma schedule. Which directions a generation
+    asks for is the configuration's `direction_sampler`."""
 
     def __init__(self, config: ESConfig):
         self.config = config
         self._shape = get_shaping(config.shaping)
+        self._sample = direction_sampler(config)
 
     def init(self) -> ESState:
         """State of generation 0."""
@@ -195,33 +269,7 @@ class ES:
 
     def ask(self, state: ESState) -> tuple[Direction, ...]:
         """The G directions of this generation."""
-        g = self.config.population_size
-        if self.config.subspaces is not None:
-            return self._ask_copes(state)
-        if self.config.rank is not None:
-            return tuple(Direction(i, direction_seed(state.run_seed, state.generation, i), 1,
-                                   state.sigma, rank=self.config.rank) for i in range(g))
-        if self.config.antithetic:
-            return tuple(
-                Direction(i, direction_seed(state.run_seed, state.generation, i // 2),
-                          1 if i % 2 == 0 else -1, state.sigma)
-                for i in range(g)
-            )
-        return tuple(
-            Direction(i, direction_seed(state.run_seed, state.generation, i), 1, state.sigma)
-            for i in range(g)
-        )
-
-    def _ask_copes(self, state: ESState) -> tuple[Direction, ...]:
-        """CoPES: directions k*G/K .. (k+1)*G/K - 1 perturb subspace k at sigma*sqrt(K)."""
-        k_total = self.config.subspaces
-        per = self.config.population_size // k_total
-        pseed = partition_seed(state.run_seed, state.generation)
-        sigma = state.sigma * math.sqrt(k_total)
-        return tuple(
-            Direction(i, direction_seed(state.run_seed, state.generation, i), 1, sigma,
-                      subspace=Subspace(pseed, i // per, k_total, self.config.subspace_chunk))
-            for i in range(self.config.population_size))
+        return self._sample(state, self.config)
 
     def tell(self, state: ESState, rewards_n) -> tuple[Update, ESState]:
         """Shape the rewards of ask(state) and return the update and the next state."""
@@ -230,7 +278,8 @@ class ES:
         if rewards_n.shape != (g,):
             raise ValueError(f"rewards must have shape ({g},), got {rewards_n.shape}")
         update = shaped_update(self.ask(state), rewards_n, state.generation, state.sigma,
-                               self.config.alpha, self._shape)
+                               self.config.alpha, self._shape,
+                               self.config.subspace_normalisation)
         nxt = state.generation + 1
         next_sigma = self.config.sigma(nxt) if nxt < self.config.generations else state.sigma
         return update, replace(state, generation=nxt, sigma=next_sigma)
@@ -242,12 +291,15 @@ def partition_seed(run_seed: int, generation: int) -> int:
 
 
 def shaped_update(directions, rewards_n, generation: int, sigma: float, alpha: float,
-                  shape) -> Update:
+                  shape, subspace_normalisation: str = "paper") -> Update:
     """The update of scored directions: shape the finite rewards jointly (one z-score over
     the whole population), drop the others (logged).
 
     CoPES: a direction of subspace k gets weight z_i * G_valid / N_k (N_k: valid
-    directions of subspace k), so that scale * weight = alpha * z_i / N_k."""
+    directions of subspace k), so that scale * weight = alpha * z_i / N_k (`paper`), or
+    z_i * sqrt(G_valid / N_k), so that scale * weight = alpha * z_i / sqrt(G_valid N_k)
+    (`matched`: per element, summed over the N_k directions of its subspace, the step's
+    variance is alpha^2 / G_valid, plain ES's)."""
     rewards_n = np.asarray(rewards_n, dtype=np.float64)
     finite = np.isfinite(rewards_n)
     excluded = tuple(int(i) for i in np.flatnonzero(~finite))
@@ -263,9 +315,11 @@ def shaped_update(directions, rewards_n, generation: int, sigma: float, alpha: f
     subspaces = tuple(d.subspace for d in kept) if any(d.subspace for d in kept) else ()
     if subspaces:
         counts = Counter(s.k for s in subspaces)
-        # G_valid / N_k is exactly 1.0 when K = 1: then CoPES is plain ES bit for bit.
-        weights = np.array([w * (len(kept) / counts[s.k])
-                            for w, s in zip(weights, subspaces, strict=True)])
+        # G_valid / N_k is exactly 1.0 when K = 1 (and so is its square root): then CoPES
+        # is plain ES bit for bit.
+        factor = ((lambda k: len(kept) / counts[k]) if subspace_normalisation == "paper"
+                  else (lambda k: math.sqrt(len(kept) / counts[k])))
+        weights = np.array([w * factor(s.k) for w, s in zip(weights, subspaces, strict=True)])
     return Update(
         generation=generation,
         sigma=sigma,
@@ -276,4 +330,5 @@ def shaped_update(directions, rewards_n, generation: int, sigma: float, alpha: f
         excluded=excluded,
         subspaces=subspaces,
         rank=kept[0].rank if kept else None,
+        full_rank_vectors=kept[0].full_rank_vectors if kept else False,
     )

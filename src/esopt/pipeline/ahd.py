@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import pyarrow as pa
 
-from esopt.agent.trajectories import write_parquet_atomic
 from esopt.ahd.instances import describe
 from esopt.ahd.problems import evaluate, get_problem
 from esopt.context.search import SearchConfig, config_from_dict, config_to_dict, run_search
@@ -27,8 +24,9 @@ from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ESConfig
 from esopt.pipeline.schema import ConfigError, parse
 from esopt.pipeline.sections import AHDSection
+from esopt.runtime.atomic import write_json_atomic, write_parquet_atomic
 from esopt.runtime.memory import peak_rss_mb
-from esopt.runtime.sandbox import SandboxLimits
+from esopt.runtime.sandbox import SandboxLimits, sandbox_mode
 
 log = logging.getLogger(__name__)
 
@@ -137,26 +135,18 @@ def _search_config(section: AHDSection, problem: str, method: str, seed: int) ->
         raise AHDConfigError(f"ahd ({problem}/{method}): {e}") from None
 
 
-def _write_json_atomic(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True, default=str)
-    os.replace(tmp, path)
-
-
 def run_ahd(run: AHDRun, out_dir: str | Path, threads: int = 1) -> dict:
     """The search stage: load the policy, search, score the best heuristic on the tests."""
     import torch
 
-    from esopt.pipeline.stages import load_backend_policy
+    from esopt.backends.factory import load_policy
 
     torch.set_num_threads(threads)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     cfg = run.search_config()
     problem = get_problem(cfg.problem)
-    policy, _ = load_backend_policy(run.model, run.backend, run.serving_dtype, run.serving)
+    policy, _ = load_policy(run.model, run.backend, run.serving_dtype, run.serving)
     load_s = time.perf_counter() - t0
     result = run_search(policy, cfg)
     best = result.best(problem)
@@ -182,6 +172,7 @@ def run_ahd(run: AHDRun, out_dir: str | Path, threads: int = 1) -> dict:
         "generate_s_per_proposal": sum(c.generate_s for c in result.candidates) / n,
         "evaluate_s_per_proposal": sum(c.evaluate_s for c in result.candidates) / n,
         "peak_rss_mb": peak_rss_mb(),
+        "sandbox": sandbox_mode(),  # isolated or guard-only: how the candidates ran
         "config": json.loads(run.to_json()),
     }
     cand_table = pa.Table.from_pylist([asdict(c) for c in result.candidates]) if (
@@ -191,7 +182,7 @@ def run_ahd(run: AHDRun, out_dir: str | Path, threads: int = 1) -> dict:
     meta = {"config": run.to_json()}
     write_parquet_atomic(cand_table, out_dir / "candidates.parquet", meta)
     write_parquet_atomic(upd_table, out_dir / "updates.parquet", meta)
-    _write_json_atomic(summary, out_dir / "summary.json")
+    write_json_atomic(out_dir / "summary.json", summary, default=str)
     log.info("%s/%s seed %d: best train %s, tests %s, %d evaluated, %d ES updates, %.0f s",
              run.problem, run.method, run.seed,
              None if best is None else round(best.objective, 4), tests,
@@ -225,5 +216,5 @@ def compute_references(problems: list[str], out: str | Path,
             row["seconds"] = time.perf_counter() - t0
             refs[name][split] = row
             log.info("%s %s: %s", name, split, row)
-    _write_json_atomic(refs, Path(out))
+    write_json_atomic(Path(out), refs, default=str)
     return refs

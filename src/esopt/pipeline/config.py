@@ -7,39 +7,67 @@ job starts, with the offending key in the message.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 from esopt.envs.base import make_env
 from esopt.es.strategy import ESConfig
 from esopt.models import EMBEDDED_MODELS
+from esopt.pipeline.budget import es_run_episodes, matched_keep_every, matched_rl_steps
 from esopt.pipeline.schema import ConfigError, parse, plain
 from esopt.pipeline.sections import Config, ExperimentSection, LandscapeSection
 from esopt.pipeline.spec import (
     ASYNC_METHODS,
     ES_METHODS,
+    METHODS,
+    RL_METHODS,
     RunSpec,
     horizon_kwargs,
     model_slug,
     sigma_schedule,
 )
+from esopt.runtime.checkpoint import MANIFEST_NAME
 
-__all__ = ["ConfigError", "ahd_run_list", "check_config", "landscape_runs", "model_dir",
-           "parse_config", "run_specs", "scale_file"]
+__all__ = ["ConfigError", "ahd_run_list", "check_config", "landscape_runs", "method_seeds",
+           "model_dir", "parse_config", "run_specs", "scale_file", "trace2skill_json"]
 
 TINY_RANDOM = "tiny-random"  # a random small Llama with SmolLM2's tokenizer (smoke scale)
 
 
 def model_dir(name: str) -> str:
-    """Where the base model's checkpoint lives: embedded names and Hub ids are built by
-    rules under resources/models; a local directory is used in place."""
+    """Where the base model's checkpoint lives: known names and Hub ids (owner/name) are
+    built by rules under resources/models; an existing path must be a checkpoint directory
+    (one holding a model manifest) and is used in place."""
     if name in EMBEDDED_MODELS or name == TINY_RANDOM:
         return f"resources/models/{name}"
     if Path(name).exists():
+        _check_checkpoint_dir(name)
         return name
     if name.count("/") == 1 and not name.startswith((".", "/")):
         return "resources/models/hub/" + name.replace("/", "--")
-    raise ConfigError(f"model: {name!r} is neither an embedded model "
-                      f"({sorted(EMBEDDED_MODELS) + [TINY_RANDOM]}), a directory, nor a Hub id")
+    raise ConfigError(f"model: {name!r} is neither a known model "
+                      f"({sorted(EMBEDDED_MODELS) + [TINY_RANDOM]}), a checkpoint directory, "
+                      "nor a Hub id (owner/name)")
+
+
+def _check_checkpoint_dir(name: str) -> None:
+    """A ConfigError unless `name` is a directory whose manifest is a JSON object with the
+    weights' sha256 (what write_checkpoint writes: `esopt model fetch|tiny`, ES updates)."""
+    manifest = Path(name) / MANIFEST_NAME
+    if not Path(name).is_dir():
+        raise ConfigError(f"model: {name!r} is a file, not a checkpoint directory")
+    if not manifest.is_file():
+        raise ConfigError(f"model: {name!r} has no {MANIFEST_NAME}: not a model checkpoint "
+                          "directory (a Hugging Face model directory becomes one with "
+                          "`esopt model fetch-hub DIR --out OUT`)")
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
+        raise ConfigError(f"model: {manifest} cannot be read: {e}") from None
+    if not isinstance(data, dict) or "sha256" not in data:
+        raise ConfigError(f"model: {manifest} is not a model manifest (no 'sha256' of the "
+                          "weights)")
 
 
 def parse_config(config: dict) -> Config:
@@ -141,15 +169,16 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
             decoder = decoders.get(method, exp.train_decoder.sampling())
             schedule = _check(f"{name}.sigma.{method}", lambda h=h, m=method: sigma_schedule(
                 _sigma_config(exp, h, m), es.generations))
-            for seed in exp.seeds:
+            budget = _rl_budget(name, exp, method)
+            for seed in method_seeds(name, exp, method):
                 es_config = _check(f"{name}.es", lambda s=schedule, seed=seed, m=method: ESConfig(
-                    population_size=es.population_size, alpha=es.alpha, sigma=s,
-                    shaping=es.shaping, antithetic=es.antithetic, run_seed=seed,
-                    **_companion_options(es, m)))
+                    **{"population_size": es.population_size, "alpha": es.alpha, "sigma": s,
+                       "shaping": es.shaping, "antithetic": es.antithetic, "run_seed": seed,
+                       **_companion_options(es, m)}))
                 specs.append(_check(name, lambda kw=dict(
                     horizon=h, method=method, seed=seed, es=es_config,
                     asynchrony=asynchrony,
-                    train_decoder=decoder): RunSpec(**shared, **kw)))
+                    train_decoder=decoder, **budget): RunSpec(**{**shared, **kw})))
         # Evaluation-only models: evaluated as base is (its decoder, tasks and seeds).
         schedule = sigma_schedule(_sigma_config(exp, h, "base"), es.generations)
         for model, path in (eval_models or {}).items():
@@ -164,6 +193,47 @@ def _experiment_specs(name: str, exp: ExperimentSection, cfg: Config, base_model
     return specs
 
 
+def method_seeds(name: str, exp: ExperimentSection, method: str) -> list[int]:
+    """The training seeds of `method` in experiment `name`: seeds_by_method's, else
+    `seeds`; base's also include every seed another listed method uses (each trained run
+    is paired with the base model's evaluation at its seed)."""
+    for key, seeds in exp.seeds_by_method.items():
+        where = f"{name}.seeds_by_method.{key}"
+        if key not in METHODS:
+            raise ConfigError(f"{where}: unknown method; choose from {list(METHODS)}")
+        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise ConfigError(f"{where}: need one or more distinct seeds >= 0, got {seeds}")
+    own = list(exp.seeds_by_method.get(method, exp.seeds))
+    if method != "base":
+        return own
+    others = {s for m in exp.methods if m != "base"
+              for s in exp.seeds_by_method.get(m, exp.seeds)}
+    return own + sorted(others - set(own))
+
+
+def _rl_budget(name: str, exp: ExperimentSection, method: str) -> dict:
+    """RunSpec fields of an RL run whose budget matches an ES method's training FLOPs (its
+    rl steps and keep_every: esopt.pipeline.budget); {} for any other run."""
+    target = exp.rl.budget.match_flops_of
+    if method not in RL_METHODS or target is None:
+        return {}
+    es = exp.es
+    episodes = es_run_episodes(es.generations, es.population_size, es.tasks_per_direction)
+    rl = exp.rl.rl_config()
+    steps = matched_rl_steps(method, episodes, rl.tasks_per_step * rl.group_size)
+    return {"rl": replace(rl, steps=steps),
+            "keep_every": matched_keep_every(steps, es.generations, es.keep_every)}
+
+
+def trace2skill_json(config: dict | Config, experiment: str) -> str:
+    """The experiment's Trace2Skill settings as JSON (what the distillation job gets)."""
+    import dataclasses
+    import json
+
+    cfg = config if isinstance(config, Config) else parse_config(config)
+    return json.dumps(dataclasses.asdict(getattr(cfg, experiment).trace2skill), sort_keys=True)
+
+
 def landscape_runs(config: dict | Config) -> list[tuple[RunSpec, LandscapeSection]]:
     """Figure 6's probes: per experiment with landscape.enabled, landscape.method's run of
     the first seed at every H* (none when the experiment does not run that method)."""
@@ -174,18 +244,21 @@ def landscape_runs(config: dict | Config) -> list[tuple[RunSpec, LandscapeSectio
         exp = None if name == "ahd" else getattr(cfg, name)
         if exp is None or not exp.landscape.enabled:
             continue
-        seed = min(exp.seeds, default=None)
+        seed = min(method_seeds(name, exp, exp.landscape.method))
         out += [(s, exp.landscape) for s in specs
                 if (s.experiment, s.method, s.seed) == (name, exp.landscape.method, seed)]
     return out
 
 
 def _companion_options(es, method: str) -> dict:
-    """ESConfig fields of the companion methods: CoPES subspaces, low-rank rank."""
+    """ESConfig fields of the companion methods (over the shared ones): CoPES subspaces,
+    low-rank ES's rank, mirrored sampling and vector noise."""
     if method == "copes":
-        return {"subspaces": es.copes.subspaces, "subspace_chunk": es.copes.chunk_elements}
+        return {"subspaces": es.copes.subspaces, "subspace_chunk": es.copes.chunk_elements,
+                "subspace_normalisation": es.copes.normalisation}
     if method == "lowrank_es":
-        return {"rank": es.lowrank_es.rank}
+        return {"rank": es.lowrank_es.rank, "antithetic": es.lowrank_es.antithetic,
+                "full_rank_vectors": es.lowrank_es.full_rank_vectors}
     return {}
 
 

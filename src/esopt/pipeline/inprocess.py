@@ -11,10 +11,10 @@ import logging
 import time
 from pathlib import Path
 
+from esopt.backends.factory import load_policy
 from esopt.es.strategy import ES
+from esopt.pipeline.objective import episodes_fitness, score_direction
 from esopt.pipeline.spec import RunSpec
-from esopt.pipeline.stages import direction_reward, load_policy, score_direction
-from esopt.runtime.checkpoint import checkpoint_sha256
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +25,12 @@ def train_in_process(spec: RunSpec, out_dir: str | Path) -> dict:
 
     torch.set_num_threads(int(spec.runtime.get("threads_per_worker", 1)))
     t0 = time.perf_counter()
-    policy, load_s = load_policy(spec.model, spec)
+    policy, load_s = load_policy(spec.model, spec.backend, spec.serving_dtype, spec.runtime)
     es = ES(spec.es)
-    parent = checkpoint_sha256(spec.model)
+    parent = policy.checkpoint_sha256
     for t in range(spec.generations):
         state = es.state_at(t)
-        rewards = [direction_reward(score_direction(policy, spec, t, d)[0],
+        rewards = [episodes_fitness(score_direction(policy, spec, t, d)[0],
                                     spec.failed_episode_reward) for d in es.ask(state)]
         update, _ = es.tell(state, rewards)
         policy.apply(update)

@@ -1,12 +1,13 @@
 """Figure 6: the training reward on a plane through a checkpoint's weights.
 
 Grid point (x, y) serves theta + x sigma eps_a + y sigma eps_b (HFPolicy.combined): theta
-the checkpoint's float32 master, sigma the run's sigma_0 (the scale its directions first
-explored), eps_a and eps_b the project's noise (esopt.es.noise) under two seeds fixed by
-the run seed. Every point plays the same training-distribution tasks with the same
+the centre checkpoint's float32 master (the base model, as the paper's Figure 6, or the
+run's final checkpoint: config landscape.centre), sigma the run's sigma_0 (the scale its
+directions first explored), eps_a and eps_b the project's noise (esopt.es.noise) under two
+seeds fixed by the run seed. Every point plays the same training-distribution tasks with the same
 sampling seed (common random numbers, as the directions of a generation do), so the
 differences between points come from the weights, not from sampling luck. The grid is
-odd: its centre point is the checkpoint itself.
+odd: its centre point is the centre checkpoint itself.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ import pyarrow as pa
 
 from esopt.agent.evaluate import task_seeds
 from esopt.agent.rollout import Episode, run_episodes
-from esopt.agent.trajectories import write_parquet_atomic
-from esopt.backends.base import SamplingParams
+from esopt.backends.factory import load_policy
+from esopt.chat import SamplingParams
 from esopt.envs.base import make_env
 from esopt.es.noise import NOISE_SPEC
 from esopt.es.seeds import mix
+from esopt.pipeline.objective import episodes_fitness
+from esopt.pipeline.sections import LANDSCAPE_CENTRES
 from esopt.pipeline.spec import RunSpec
-from esopt.pipeline.stages import direction_reward, load_policy
-from esopt.runtime.checkpoint import checkpoint_sha256
+from esopt.runtime.atomic import write_parquet_atomic
 from esopt.runtime.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,7 @@ def landscape_table(points, failed_reward: float | None = None) -> pa.Table:
     rows = []
     for x, y, episodes in points:
         rows.append({
-            "x": x, "y": y, "reward": direction_reward(episodes, failed_reward),
+            "x": x, "y": y, "reward": episodes_fitness(episodes, failed_reward),
             "success": float(np.mean([e.success for e in episodes])),
             "turns": float(np.mean([e.num_turns for e in episodes])),
             "completion_tokens": int(sum(e.completion_tokens for e in episodes)),
@@ -96,31 +98,36 @@ def landscape_table(points, failed_reward: float | None = None) -> pa.Table:
 
 
 def reward_landscape(spec: RunSpec, checkpoint: str, out: str | Path, *, grid: int = 5,
-                     span: float = 2.0, tasks: int = 8) -> pa.Table:
+                     span: float = 2.0, tasks: int = 8, centre: str = "base") -> pa.Table:
     """Play the grid around `checkpoint` and write it to `out` (Parquet, one row per point;
-    metadata: the run's config and the landscape's settings, seeds and checkpoint hash).
+    metadata: the run's config and the landscape's settings, seeds, checkpoint hash and
+    which centre `checkpoint` is: base or final).
 
     Always on the hf backend (a combination of two directions is an HFPolicy operation),
     on the device runtime.device names."""
     import torch
 
+    if centre not in LANDSCAPE_CENTRES:
+        raise ValueError(f"centre must be one of {LANDSCAPE_CENTRES}, got {centre!r}")
     torch.set_num_threads(int(spec.runtime.get("eval_threads", torch.get_num_threads())))
     t0 = time.perf_counter()
     axis = grid_axis(grid, span)
-    policy, load_s = load_policy(checkpoint, spec, backend="hf")
+    policy, load_s = load_policy(checkpoint, "hf", spec.serving_dtype, spec.runtime)
     table = landscape_table(play_grid(policy, spec, axis, tasks), spec.failed_episode_reward)
     settings = {"grid": grid, "span": span, "tasks": tasks, "sigma": spec.es.sigma(0),
                 "axis_seeds": list(axis_seeds(spec)),
                 "task_seeds": landscape_tasks(spec, tasks),
                 "sampling_seed": landscape_sampling(spec).seed, "noise_spec": NOISE_SPEC,
-                "checkpoint": str(checkpoint), "checkpoint_sha256": checkpoint_sha256(checkpoint),
+                "centre": centre, "checkpoint": str(checkpoint),
+                "checkpoint_sha256": policy.checkpoint_sha256,
                 "load_s": load_s, "wall_s": time.perf_counter() - t0}
     write_parquet_atomic(table, out, metadata={"config": spec.to_json(),
                                                "landscape": json.dumps(settings)})
     rewards = np.asarray(table.column("reward").to_pylist(), dtype=float)
     finite = rewards[np.isfinite(rewards)]
-    log.info("%s landscape %dx%d (span %g sigma, sigma %.3g, %d tasks): reward %.3f at the "
-             "checkpoint, %.3f .. %.3f over the grid, %.0fs", spec.run_dir, grid, grid, span,
+    log.info("%s landscape %dx%d around the %s (span %g sigma, sigma %.3g, %d tasks): reward "
+             "%.3f at the centre, %.3f .. %.3f over the grid, %.0fs", spec.run_dir, grid, grid,
+             "base model" if centre == "base" else "final checkpoint", span,
              settings["sigma"], tasks, rewards[len(rewards) // 2],
              finite.min() if finite.size else np.nan, finite.max() if finite.size else np.nan,
              settings["wall_s"])

@@ -27,8 +27,8 @@ class ConfigError(ValueError):
 def option(default: Any = _MISSING, help: str = "", *, factory: Any = _MISSING,
            **bounds: Any) -> Any:
     """A dataclass field with help text and bounds: choices, minimum, maximum,
-    exclusive_minimum, exclusive_maximum, item_choices, item_minimum (the schema's and
-    the parser's)."""
+    exclusive_minimum, exclusive_maximum, item_choices, item_minimum, min_items,
+    unique_items (the schema's and the parser's)."""
     meta = {"help": help, **bounds}
     if factory is not _MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
@@ -105,6 +105,7 @@ def _value(tp, value, key: str, meta: dict):
         for v in items:
             _bounds(v, key, {"choices": meta.get("item_choices"),
                              "minimum": meta.get("item_minimum")})
+        _list_bounds(items, key, meta)
         return items
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
@@ -155,6 +156,20 @@ def _bounds(v, key: str, meta: dict) -> None:
             raise ConfigError(f"{key}: must be < {hi}, got {v}")
 
 
+def _list_bounds(items: list, key: str, meta: dict) -> None:
+    least = meta.get("min_items")
+    if least is not None and len(items) < least:
+        need = "one entry is" if least == 1 else f"{least} entries are"
+        raise ConfigError(f"{key}: at least {need} needed, got {items!r}")
+    if meta.get("unique_items"):
+        seen = set()
+        for i, v in enumerate(items):
+            if v in seen:
+                raise ConfigError(f"{key}[{i}]: {v!r} is listed twice; each must be distinct "
+                                  f"(got {items!r})")
+            seen.add(v)
+
+
 def unknown_key_error(key: str, name: Any, valid: list[str]) -> ConfigError:
     """`key.name: unknown key; did you mean 'x'?` with the closest valid name."""
     close = difflib.get_close_matches(str(name), valid, n=1, cutoff=0.6)
@@ -201,6 +216,10 @@ def _type_schema(tp, meta: dict) -> dict:
         items = _type_schema(item, {"choices": meta.get("item_choices"),
                                     "minimum": meta.get("item_minimum")})
         s = {"type": "array", "items": items}
+        if meta.get("min_items") is not None:
+            s["minItems"] = meta["min_items"]
+        if meta.get("unique_items"):
+            s["uniqueItems"] = True
     elif origin is dict or tp is dict:
         s = {"type": "object"}
         args = typing.get_args(tp)

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from esopt.ahd.problems import PROBLEMS
-from esopt.backends.base import SamplingParams
+from esopt.chat import SamplingParams
 from esopt.context.search import SearchConfig
-from esopt.es.async_es import AsyncConfig
+from esopt.es.async_es import ARRIVALS, AsyncConfig
 from esopt.es.schedules import SCHEDULE_KINDS
 from esopt.es.shaping import SHAPINGS
-from esopt.es.strategy import ESConfig
+from esopt.es.strategy import SUBSPACE_NORMALISATIONS, ESConfig
 from esopt.pipeline.schema import option
 from esopt.pipeline.spec import (
     ASYNC_METHODS,
@@ -26,10 +26,13 @@ from esopt.pipeline.spec import (
     METHODS,
     PAPER_METHODS,
     RLConfig,
+    Trace2SkillConfig,
 )
 from esopt.runtime.sandbox import SandboxLimits
 
 EXPERIMENTS = ("sudoku", "countdown", "math", "docvqa", "web", "ahd")
+# Figure 6's centre: the base model (the paper's figure) or the run's final checkpoint.
+LANDSCAPE_CENTRES = ("base", "final")
 AHD_PROBLEMS = tuple(PROBLEMS)
 AHD_METHODS = ("sample", "esopt_sample", "eoh", "esopt_eoh")
 
@@ -104,7 +107,8 @@ class MethodSigmas:
     vanilla_es: Sigma = option(factory=Sigma, help="schedule of vanilla_es")
     esopt: Sigma = option(factory=Sigma, help="schedule of esopt")
     copes: Sigma = option(factory=Sigma, help="schedule of copes (directions perturb at "
-                                               "sigma * sqrt(K))")
+                                               "sigma * sqrt(K) under the paper's "
+                                               "normalisation)")
     async_es: Sigma = option(factory=Sigma, help="schedule of async_es")
     lowrank_es: Sigma = option(factory=Sigma, help="schedule of lowrank_es")
 
@@ -130,31 +134,54 @@ class CoPESSection:
     chunk_elements: int = option(ESConfig.subspace_chunk, "elements per parameter chunk, "
                                                           "the unit of the partition",
                                  minimum=1)
+    normalisation: str = option(ESConfig.subspace_normalisation,
+                                "paper: directions at sigma*sqrt(K), step alpha z / N_k (the "
+                                "CoPES paper, arXiv:2608.02391 Eqs. 11, 13: per-element step "
+                                "sqrt(K) x ES's); matched: sigma and alpha z / sqrt(G N_k) "
+                                "(per-element perturbation and step equal to ES's)",
+                                choices=SUBSPACE_NORMALISATIONS)
 
 
 @dataclass(frozen=True)
 class AsyncSection:
-    """Bounded-staleness asynchronous ES (one coordinator job per run)."""
+    """Bounded-staleness asynchronous ES (one coordinator job per run): update t uses the
+    results that have arrived with lag <= L (esopt.es.async_es)."""
 
     max_lag: int = option(AsyncConfig.max_lag, "L: results with lag <= L are accepted "
                                                 "(0: synchronous ES)", minimum=0)
+    arrivals: str = option(AsyncConfig.arrivals, "when results arrive: stragglers (the "
+                                                  "stress tests: a fraction delayed by "
+                                                  "`delay` updates) or natural (N workers "
+                                                  "whose completion times vary)",
+                           choices=ARRIVALS)
     delayed_fraction: float = option(AsyncConfig.delayed_fraction,
-                                     "stress test: fraction of results delayed (by hash)",
-                                     minimum=0, exclusive_maximum=1)
-    delay: int = option(AsyncConfig.delay, "stress test: updates a delayed result arrives "
-                                           "late", minimum=1)
+                                     "stragglers: fraction of results delayed (by hash); 1 = "
+                                     "every fitness measurement stale", minimum=0, maximum=1)
+    delay: int = option(AsyncConfig.delay, "stragglers: updates a delayed result arrives "
+                                           "late (accepted when <= max_lag)", minimum=1)
+    duration_spread: float = option(AsyncConfig.duration_spread,
+                                    "natural: std of the log of an evaluation's duration "
+                                    "(update periods, median 1; 0 = synchronous)", minimum=0)
 
     def async_config(self) -> AsyncConfig:
         return AsyncConfig(max_lag=self.max_lag, delayed_fraction=self.delayed_fraction,
-                           delay=self.delay)
+                           delay=self.delay, arrivals=self.arrivals,
+                           duration_spread=self.duration_spread)
 
 
 @dataclass(frozen=True)
 class LowRankSection:
-    """Low-rank (EGGROLL-style) ES: matrices get rank-r noise A B^T / sqrt(r); vectors
-    are not perturbed."""
+    """Low-rank (EGGROLL-style) ES: matrices get rank-r noise A B^T / sqrt(r). The
+    defaults are EGGROLL's reference (ESHyperscale/HyperscaleES, noiser/eggroll.py):
+    mirrored pairs, and full-rank noise on the other tensors."""
 
     rank: int = option(1, "r: rank of every matrix's noise", minimum=1)
+    antithetic: bool = option(True, "mirrored pairs theta +- sigma eps (EGGROLL's; replaces "
+                                    "es.antithetic for this method; G must be even)")
+    full_rank_vectors: bool = option(ESConfig.full_rank_vectors,
+                                     "1-D tensors (norms, biases) get full-rank Gaussian "
+                                     "noise at sigma (EGGROLL's freeze_nonlora=False); false: "
+                                     "only matrices are perturbed")
 
 
 @dataclass(frozen=True)
@@ -181,6 +208,20 @@ class ESSection:
 
 
 @dataclass(frozen=True)
+class RLBudget:
+    """How many steps an RL run takes: rl.steps as written, or as many as match an ES
+    method's training FLOPs (esopt.pipeline.budget.matched_rl_steps)."""
+
+    match_flops_of: str | None = option(
+        None, "null: rl.steps; an ES method: the steps whose training FLOPs (rollouts, "
+              "reference/critic passes and forward + backward ~3x a forward, as the ledger "
+              "counts them) equal one run of that method's (es.generations x "
+              "population_size x tasks_per_direction episodes), to within one step; kept "
+              "checkpoints at the same FLOPs as its kept generations",
+        choices=ES_METHODS)
+
+
+@dataclass(frozen=True)
 class RLSection(RLConfig):
     """Agentic RL baselines (grpo, grpo_b, ppo); a step is tasks_per_step x group_size
     episodes."""
@@ -188,6 +229,8 @@ class RLSection(RLConfig):
     train_decoder: RLDecoder = option(factory=RLDecoder,
                                       help="decoder of grpo and ppo rollouts (grpo_b uses "
                                            "eval.decoder)")
+    budget: RLBudget = option(factory=RLBudget, help="steps as written, or matched to an "
+                                                     "ES method's training FLOPs")
 
     def rl_config(self) -> RLConfig:
         return RLConfig(**{f.name: getattr(self, f.name) for f in fields(RLConfig)})
@@ -206,24 +249,29 @@ class EvalSection:
 
 @dataclass(frozen=True)
 class LandscapeSection:
-    """Figure 6: the training reward on a plane through the final checkpoint of one ES run
-    per H* (the first seed): theta + x sigma_0 eps_a + y sigma_0 eps_b on a grid x K grid
-    of (x, y) in [-span, span]^2, every point on the same tasks and sampling seed."""
+    """Figure 6: the training reward on a plane through a centre theta, for one ES run per
+    H* (the first seed): theta + x sigma_0 eps_a + y sigma_0 eps_b on a grid x K grid of
+    (x, y) in [-span, span]^2, every point on the same tasks and sampling seed; theta is
+    the base model (the paper's Figure 6) or the run's final checkpoint."""
 
     enabled: bool = option(True, "compute the landscapes and Figure 6")
-    method: str = option("esopt", "the ES run whose final checkpoint is probed (nothing is "
-                                  "computed when the experiment does not run it)",
+    method: str = option("esopt", "the ES run whose sigma_0, seeds and tasks the landscape "
+                                  "uses (nothing is computed when the experiment does not "
+                                  "run it)",
                          choices=ES_METHODS + ASYNC_METHODS)
-    grid: int = option(5, "K: points per axis, odd so that the checkpoint is the centre "
-                          "point (K^2 x tasks episodes per H*)", minimum=3)
+    centre: str = option("base", "the plane's centre: base (the base model, as the paper's "
+                                 "Figure 6) or final (the run's final checkpoint)",
+                         choices=LANDSCAPE_CENTRES)
+    grid: int = option(5, "K: points per axis, odd so that the centre is a grid point "
+                          "(K^2 x tasks episodes per H*)", minimum=3)
     span: float = option(2.0, "the grid's half-width in units of the run's sigma_0",
                          exclusive_minimum=0)
     tasks: int = option(8, "training-distribution tasks every grid point plays", minimum=1)
 
     def __post_init__(self) -> None:
         if self.grid % 2 == 0:
-            raise ValueError(f"grid must be odd (the checkpoint is the centre "
-                             f"point), got {self.grid}")
+            raise ValueError(f"grid must be odd (the centre is a grid point), got "
+                             f"{self.grid}")
 
 
 @dataclass(frozen=True)
@@ -240,7 +288,12 @@ class ExperimentSection:
                                 help="methods to run; base is evaluation only; grpo, grpo_b "
                                      "and ppo are the Agentic RL baselines; copes, async_es "
                                      "and lowrank_es the companion ES methods")
-    seeds: list[int] = option(factory=lambda: [0], item_minimum=0, help="training seeds")
+    seeds: list[int] = option(factory=lambda: [0], item_minimum=0, min_items=1,
+                              unique_items=True, help="training seeds (distinct)")
+    seeds_by_method: dict[str, list[int]] = option(
+        factory=dict, help="seeds of the named methods instead of `seeds` ({method: "
+                           "[seeds]}); base is evaluated at every seed any method uses, so "
+                           "that each trained run has its paired base evaluation")
     es: ESSection = option(factory=ESSection, help="ES hyper-parameters")
     sigma: MethodSigmas = option(factory=MethodSigmas, help="sigma schedule per ES method")
     sigma_by_horizon: dict[int, MethodSigmaOverrides] = option(
@@ -249,9 +302,12 @@ class ExperimentSection:
     rl: RLSection = option(factory=RLSection, help="Agentic RL baselines")
     eval: EvalSection = option(factory=EvalSection, help="held-out evaluation")
     skills: bool = option(False, "add the Trace2Skill conditions (Table 3, Figure 8)")
+    trace2skill: Trace2SkillConfig = option(factory=Trace2SkillConfig,
+                                            help="Trace2Skill's iterations and SKILL.md "
+                                                 "bounds (when skills is true)")
     landscape: LandscapeSection = option(factory=LandscapeSection,
                                          help="Figure 6: the reward landscape around the "
-                                              "final checkpoint")
+                                              "base model (or the final checkpoint)")
 
 
 @dataclass(frozen=True)
@@ -264,8 +320,8 @@ class CountdownSection(ExperimentSection):
     horizons: list[int] = option(factory=lambda: [1], item_minimum=1,
                                  help="labels of the runs (Countdown is single-turn)")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (off by default: Figure 6 is "
+                                         help="the reward landscape around the base "
+                                              "model (off by default: Figure 6 is "
                                               "Sudoku's)")
 
 
@@ -276,8 +332,8 @@ class MathSection(ExperimentSection):
 
     env: str = option("math_tool", "registered environment name")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (Figure 6 is the paper's Sudoku "
+                                         help="the reward landscape around the base "
+                                              "model (Figure 6 is the paper's Sudoku "
                                               "figure: off here by default)")
 
 
@@ -294,15 +350,9 @@ class DocVQASection(ExperimentSection):
                                 help="methods to run: No Skill (base), Agentic ESOpt, "
                                      "Agentic GRPO")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (Figure 6 is the paper's Sudoku "
+                                         help="the reward landscape around the base "
+                                              "model (Figure 6 is the paper's Sudoku "
                                               "figure: off here by default)")
-
-    def __post_init__(self) -> None:
-        if self.skills:
-            # Trace2Skill distils lessons from problems with a reference answer (math).
-            raise ValueError("skills: Trace2Skill runs on the math experiment only")
-
 
 @dataclass(frozen=True)
 class WebSection(ExperimentSection):
@@ -319,8 +369,8 @@ class WebSection(ExperimentSection):
     eval: EvalSection = option(factory=lambda: EvalSection(env_options={"split": "test"}),
                                help="held-out evaluation (the test split by default)")
     landscape: LandscapeSection = option(factory=lambda: LandscapeSection(enabled=False),
-                                         help="the reward landscape around the final "
-                                              "checkpoint (off by default: Figure 6 is "
+                                         help="the reward landscape around the base "
+                                              "model (off by default: Figure 6 is "
                                               "Sudoku's)")
 
 
@@ -362,8 +412,9 @@ class AHDSection:
     methods: list[str] = option(factory=lambda: ["sample", "esopt_sample"],
                                 item_choices=AHD_METHODS,
                                 help="outer loops, each paired with its ESOpt counterpart")
-    seeds: list[int] = option(factory=lambda: [0], item_minimum=0,
-                              help="independent runs per (problem, method)")
+    seeds: list[int] = option(factory=lambda: [0], item_minimum=0, min_items=1,
+                              unique_items=True,
+                              help="independent runs per (problem, method); distinct")
     budget: int = option(SearchConfig.budget, "T: proposals evaluated per run, failures "
                                               "included", minimum=1)
     batch_size: int = option(SearchConfig.batch_size, "Sample: proposals per batch = ES "
@@ -413,6 +464,12 @@ class RuntimeSection:
     slurm: dict = option(factory=dict, help="submitit slurm_* parameters (partition, "
                                             "gpus_per_node, mem_gb, ...)")
     vllm: dict = option(factory=dict, help="extra vllm.LLM arguments when backend is vllm")
+    sandbox: str = option("isolated", "how generated code runs (docs/sandbox.md): isolated "
+                                      "(a bubblewrap jail per call; refused where the "
+                                      "machine cannot jail) or guard-only (resource limits, "
+                                      "seccomp and an audit-hook tripwire, no namespaces: "
+                                      "for nodes without unprivileged user namespaces)",
+                          choices=("isolated", "guard-only"))
 
 
 @dataclass(frozen=True)

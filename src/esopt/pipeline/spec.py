@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 
-from esopt.backends.base import SamplingParams
+from esopt.chat import SamplingParams
 from esopt.es.async_es import AsyncConfig
 from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ESConfig
@@ -58,6 +58,10 @@ class RLConfig:
     clip_eps: float = option(0.2, "ratio clip", exclusive_minimum=0, exclusive_maximum=1)
     micro_batch: int = option(8, "sequences per forward/backward (gradients accumulate)",
                               minimum=1)
+    loss_type: str = option("grpo", "GRPO's aggregation of token losses, as TRL's loss_type: "
+                                    "grpo (each episode's token mean, averaged over episodes: "
+                                    "the GRPO objective), bnpo, dr_grpo or dapo",
+                            choices=("grpo", "bnpo", "dr_grpo", "dapo"))
 
     def __post_init__(self) -> None:
         for name in ("steps", "tasks_per_step", "micro_batch"):
@@ -68,6 +72,30 @@ class RLConfig:
                              f"got {self.group_size}")
         if not (self.lr > 0 and self.beta >= 0 and 0 < self.clip_eps < 1):
             raise ValueError(f"need lr > 0, beta >= 0, 0 < clip_eps < 1; got {self}")
+
+
+@dataclass(frozen=True)
+class Trace2SkillConfig:
+    """Trace2Skill (esopt.context.skills): the baseline's iterations (each plays tasks x
+    rollouts with the current SKILL.md, analyses successes and failures and consolidates;
+    the paper's Table 12: 70 iterations of 8 tasks x 8 rollouts) and the SKILL.md bounds,
+    which the post-hoc ESOpt + Trace2Skill distillation shares. Not part of any run's
+    identity (the ES run's would rerun with it): the distillation job gets it on its own
+    (`esopt stage distill --trace2skill`, a param of its rule)."""
+
+    iterations: int = option(2, "iterations of the Trace2Skill baseline (the paper: 70)",
+                             minimum=1)
+    tasks: int = option(2, "training tasks played per iteration (the paper: 8)", minimum=1)
+    rollouts: int = option(2, "rollouts of each task per iteration (the paper: 8)",
+                           minimum=1)
+    max_rules: int = option(8, "rules in SKILL.md at most", minimum=1)
+    max_chars: int = option(2000, "characters of SKILL.md at most", minimum=100)
+    merge_batch: int = option(8, "lessons merged by one consolidation call", minimum=2)
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "tasks", "rollouts", "max_rules"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -163,6 +191,10 @@ class RunSpec:
         if not d["eval_model"]:
             del d["eval_model"]  # the JSON of every trained and base run stays as it was
         return json.dumps(d, sort_keys=True)
+
+    def config_dict(self) -> dict:
+        """The resolved spec as a JSON object (what every artifact carries)."""
+        return json.loads(self.to_json())
 
     def identity_json(self) -> str:
         """The spec without its runtime settings: what the run computes, and so what the

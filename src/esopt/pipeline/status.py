@@ -10,15 +10,15 @@ and update.json), so the time left is (planned - done) x s/gen.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import yaml
 
 from esopt.pipeline.config import merge_config, parse_config, run_specs, scale_file
+from esopt.pipeline.records import EvalRecord, RewardTable, UpdateManifest, read_json
 from esopt.pipeline.spec import ES_METHODS, RL_METHODS, RunSpec
+from esopt.runtime.ledger import read_ledger
 from esopt.runtime.progress import format_seconds
 
 
@@ -65,18 +65,18 @@ def run_status(spec: RunSpec, results: str | Path = "results") -> dict:
     if spec.method in ES_METHODS:
         done, seconds = 0, []
         while done < planned and (run / f"gen{done + 1:03d}" / "update.json").is_file():
-            update = json.loads((run / f"gen{done + 1:03d}" / "update.json").read_text())
+            update = UpdateManifest.read(run / f"gen{done + 1:03d}" / "update.json")
             marker = run / f"gen{done:03d}" / "directions.done.json"
             if marker.is_file():
-                seconds.append(json.loads(marker.read_text())["wall_s"] + update["update_wall_s"])
+                seconds.append(read_json(marker, "directions marker")["wall_s"]
+                               + update.update_wall_s)
             done += 1
         tables = sorted(run.glob("gen*/rewards.parquet"))
         if tables:
-            row["last_reward"] = float(np.mean(pq.read_table(tables[-1], columns=["reward"])
-                                               .column("reward").to_numpy()))
+            row["last_reward"] = float(np.mean(RewardTable.read(tables[-1]).fitness))
         row.update(done=done, s_per_gen=float(np.mean(seconds)) if seconds else float("nan"))
     elif spec.method in RL_METHODS and (run / "ledger.parquet").is_file():
-        ledger = pq.read_table(run / "ledger.parquet").to_pydict()
+        ledger = read_ledger(run / "ledger.parquet")
         seconds = [sum(ledger[k][i] for k in ("load_s", "generate_s", "score_s", "update_s",
                                                "save_s") if k in ledger)
                    for i in range(len(ledger["step"]))]
@@ -84,8 +84,7 @@ def run_status(spec: RunSpec, results: str | Path = "results") -> dict:
                    s_per_gen=float(np.mean(seconds)))
     final = run / "final" / "eval.parquet"
     if final.is_file():
-        summary = json.loads(pq.read_schema(final).metadata[b"summary"])
-        row["final_success"] = summary["success_mean"]
+        row["final_success"] = EvalRecord.read_summary(final).success_mean
     return row
 
 

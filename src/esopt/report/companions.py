@@ -36,22 +36,41 @@ PAPER_NOTES = (
 def settings(spec: RunSpec) -> str:
     """The method's own hyper-parameters, as the table shows them."""
     if spec.method == "copes":
-        return f"K={spec.es.subspaces}, N/K={spec.es.population_size // spec.es.subspaces}"
+        k = spec.es.subspaces
+        step = ("sigma*sqrt(K), step sqrt(K) x ES's" if spec.es.subspace_normalisation
+                == "paper" else "sigma and step matched to ES")
+        return f"K={k}, N/K={spec.es.population_size // k}, {step}"
     if spec.method == "async_es":
         a = spec.asynchrony
+        if a.arrivals == "natural":
+            return f"L={a.max_lag}, natural asynchrony (duration spread {a.duration_spread:g})"
         return f"L={a.max_lag}, {a.delayed_fraction:.0%} delayed by {a.delay}"
     if spec.method == "lowrank_es":
-        return f"r={spec.es.rank}"
+        return (f"r={spec.es.rank}, {'antithetic' if spec.es.antithetic else 'one-sided'}, "
+                f"vectors {'full-rank noise' if spec.es.full_rank_vectors else 'unperturbed'}")
     return "full rank, synchronous"
+
+
+def stale_used(ledgers: list[dict]) -> str:
+    """An async run's stale fitness measurements (lag >= 1) among the results its updates
+    used, with the largest lag, summed over its seeds (its ledger's async columns); a dash
+    for a synchronous method."""
+    if not ledgers or any("stale_accepted" not in r for r in ledgers):
+        return "–"
+    stale = sum(sum(r["stale_accepted"]) for r in ledgers)
+    used = sum(sum(r["accepted"]) for r in ledgers)
+    lag = max(max(r["max_lag_used"], default=0) for r in ledgers)
+    return f"{stale} of {used} (lags <= {lag})"
 
 
 def companion_table(specs: list[RunSpec]) -> Table:
     """One row per (method, H*): success x100 at generation 0 and at the end, the final
     success minus the base model's on the same tasks (paired 95% bootstrap CI, x100),
-    training reward of the first and last generation, and the episodes training played."""
+    training reward of the first and last generation, the episodes training played, and
+    how many stale results an async run used."""
     header = ["Method", "H*", "Settings", "G", "Generations", "Episodes",
-              "Train reward (first -> last)", "Held-out success (gen 0 -> final)",
-              "Final - base (paired 95% CI)"]
+              "Stale results used", "Train reward (first -> last)",
+              "Held-out success (gen 0 -> final)", "Final - base (paired 95% CI)"]
     vs_base = {(r.experiment, r.horizon, r.method): r.vs_base for r in method_results(specs)}
     rows = []
     for method, runs in _by_method([s for s in specs if s.method in COMPARED]).items():
@@ -65,7 +84,9 @@ def companion_table(specs: list[RunSpec]) -> Table:
             mean, std, _ = success_stats(at_h)
             rows.append([METHOD_LABELS[method].lstrip("+ "), str(h), settings(at_h[0]),
                          str(at_h[0].es.population_size), str(at_h[0].es.generations),
-                         f"{episodes:.0f}", f"{first:.3f} -> {last:.3f}",
+                         f"{episodes:.0f}",
+                         stale_used(led) if method == "async_es" else "–",
+                         f"{first:.3f} -> {last:.3f}",
                          f"{gen0:.1f} -> {mean:.1f} ± {std:.1f}",
                          _points(vs_base.get((at_h[0].experiment, h, method)))])
     return header, rows

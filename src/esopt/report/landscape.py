@@ -80,8 +80,9 @@ def gaussian_smooth(values: np.ndarray, cells: float = SMOOTH_CELLS) -> np.ndarr
 def figure6(paths: list[str | Path], out_dir: str | Path, cells: float = SMOOTH_CELLS
             ) -> list[Path]:
     """Per landscape (one per H*) a heat map of the smoothed reward over (x, y) in units
-    of sigma_0, the checkpoint (centre) and the best and worst raw grid points marked, one
-    colour scale for all panels. Writes fig6.pdf and fig6.png."""
+    of sigma_0, the centre (the base model or the final checkpoint) and the best and worst
+    raw grid points marked, one colour scale for all panels. Writes fig6.pdf and
+    fig6.png."""
     lands = sorted((read_landscape(p) for p in paths),
                    key=lambda la: (la.spec.experiment, la.spec.horizon))
     smoothed = [gaussian_smooth(la.reward_xy, cells) for la in lands]
@@ -98,14 +99,18 @@ def figure6(paths: list[str | Path], out_dir: str | Path, cells: float = SMOOTH_
         # imshow rows are y: the transposed grid, y growing upwards.
         image = ax.imshow(smooth.T, origin="lower", extent=extent, cmap="viridis", vmin=lo,
                           vmax=hi, interpolation="nearest", aspect="equal")
-        ax.plot(0, 0, "P", color="white", mec="black", ms=9, label="checkpoint")
+        # Files written before the option were centred on the final checkpoint.
+        base = la.settings.get("centre", "final") == "base"
+        ax.plot(0, 0, "P", color="white", mec="black", ms=9,
+                label="base model" if base else "final checkpoint")
         if np.isfinite(la.reward_xy).any():
             ax.plot(*la.best, "^", color="#d62728", mec="white", ms=8, label="best (raw)")
             ax.plot(*la.worst, "v", color="#1f77b4", mec="white", ms=8, label="worst (raw)")
         s = la.spec
         where = f" ({s.experiment})" if len({la.spec.experiment for la in lands}) > 1 else ""
-        ax.set_title(f"H*={s.horizon}{where}: {METHOD_LABELS[s.method].lstrip('+ ')}, "
-                     f"gen {s.generations}", fontsize=9)
+        around = "around the base model" if base else f"around gen {s.generations}"
+        ax.set_title(f"H*={s.horizon}{where}: {METHOD_LABELS[s.method].lstrip('+ ')} "
+                     f"{around}", fontsize=9)
         ax.set_xlabel(f"x (sigma_0 = {la.settings['sigma']:.2g}) along eps_a")
         ax.set_ylabel("y (sigma_0) along eps_b")
         ax.legend(fontsize=6, loc="upper right", framealpha=0.7)

@@ -7,9 +7,9 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
+from esopt.pipeline.records import EvalRecord, EvalSummary
 from esopt.pipeline.spec import RunSpec
+from esopt.runtime.ledger import read_ledger
 
 
 def load_runs(path: str | Path) -> list[RunSpec]:
@@ -17,13 +17,12 @@ def load_runs(path: str | Path) -> list[RunSpec]:
     return [RunSpec.from_json(json.dumps(d)) for d in json.loads(Path(path).read_text())]
 
 
-def eval_summary(path: str | Path) -> dict:
-    """The summary stored in an evaluation Parquet's metadata."""
-    meta = pq.read_schema(path).metadata or {}
-    return json.loads(meta[b"summary"])
+def eval_summary(path: str | Path) -> EvalSummary:
+    """The summary stored in an evaluation file (its metadata)."""
+    return EvalRecord.read_summary(path)
 
 
-def final_summary(spec: RunSpec) -> dict:
+def final_summary(spec: RunSpec) -> EvalSummary:
     return eval_summary(Path(spec.run_dir) / "final" / "eval.parquet")
 
 
@@ -34,7 +33,7 @@ def correct_turns(path: str | Path) -> tuple[int, int]:
     carry no `cells_correct` (another environment, or an older file)."""
     correct = total = 0
     seen = False
-    for turns in pq.read_table(path, columns=["turns"]).column("turns").to_pylist():
+    for turns in EvalRecord.read_columns(path, ["turns"])["turns"]:
         before = 0  # no blank of a board holds its value before the first move
         for turn in turns:
             info = json.loads(turn["info"])
@@ -56,24 +55,28 @@ def eval_curve(spec: RunSpec, specs: Iterable[RunSpec]) -> list[tuple[int, float
     points = {}
     for p in sorted(Path(spec.run_dir, "eval").glob("gen*.parquet")):
         s = eval_summary(p)
-        points[s["generation"]] = (s["success_mean"], s["success_std"])
+        points[s.generation] = (s.success_mean, s.success_std)
     if 0 not in points:
         for b in specs:
             if (b.method, b.experiment, b.horizon, b.seed) == (
                     "base", spec.experiment, spec.horizon, spec.seed):
                 s = final_summary(b)
-                points[0] = (s["success_mean"], s["success_std"])
+                points[0] = (s.success_mean, s.success_std)
     return [(g, m, sd) for g, (m, sd) in sorted(points.items())]
 
 
 def peak_memory_mb(spec: RunSpec) -> float:
-    """Largest peak memory of any job of the run: its ledger (training: ES directions and
-    updates, RL steps) and its evaluations."""
-    peaks = [eval_summary(p)["peak_memory_mb"]
-             for p in Path(spec.run_dir, "eval").glob("*.parquet")]
+    """Peak memory of the run's training phase: the largest of its ledger's rows (ES
+    direction shards and updates, RL steps), each a job measured on its own (its
+    process's allocator peak plus its engine workers' own; esopt.runtime.memory);
+    evaluations excluded (each method's kept checkpoints are evaluated by jobs of their
+    own, which are not training). A run that does not train (the base model, an
+    evaluation-only model) has its evaluations as its only phase; NaN without either."""
     ledger = ledger_path(spec)
-    if ledger.exists():
-        peaks += pq.read_table(ledger, columns=["peak_memory_mb"]).column(0).to_pylist()
+    if spec.generations:
+        return max(read_ledger(ledger)["peak_memory_mb"]) if ledger.exists() else float("nan")
+    peaks = [eval_summary(p).peak_memory_mb
+             for p in Path(spec.run_dir, "eval").glob("*.parquet")]
     return max(peaks) if peaks else float("nan")
 
 
@@ -83,4 +86,4 @@ def ledger_path(spec: RunSpec) -> Path:
 
 def ledger(spec: RunSpec) -> dict[str, list]:
     """The run's ledger as columns (one row per ES generation or RL step)."""
-    return pq.read_table(ledger_path(spec)).to_pydict()
+    return read_ledger(ledger_path(spec))

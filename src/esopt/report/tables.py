@@ -3,6 +3,7 @@ trained methods, from their ledgers) and Table 7 (ES configurations used)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from esopt.pipeline.spec import ES_METHODS, METHODS, RL_METHODS, RunSpec
 from esopt.report.results import final_summary, ledger, peak_memory_mb
 from esopt.runtime.checkpoint import read_manifest
-from esopt.runtime.memory import state_bytes_per_parameter
+from esopt.runtime.memory import critic_parameters, training_state_bytes
 
 METHOD_LABELS = {"base": "Base model", "vanilla_es": "+ Vanilla ES", "esopt": "+ Agentic ESOpt",
                  "grpo": "+ Agentic GRPO †", "grpo_b": "+ Agentic GRPO ‡ (GRPO-B)",
@@ -41,25 +42,29 @@ def _by_eval_model(specs: list[RunSpec]) -> dict[str, list[RunSpec]]:
 
 def success_stats(specs: list[RunSpec]) -> tuple[float, float, int]:
     """Mean and std (ddof 0) x100 over seeds x evaluation repeats, and the count."""
-    rates = [r for s in specs for r in final_summary(s)["per_repeat"]]
+    rates = [r for s in specs for r in final_summary(s).per_repeat]
     return 100 * float(np.mean(rates)), 100 * float(np.std(rates)), len(rates)
 
 
 def failed_episodes(specs: list[RunSpec]) -> int:
     """Final-evaluation episodes whose environment raised (counted as unsuccessful)."""
-    return sum(int(final_summary(s).get("failed", 0)) for s in specs)
+    return sum(int(final_summary(s).failed) for s in specs)
 
 
 def memory_requirement_gb(spec: RunSpec) -> float:
     """Weights + optimiser state of the run's method on the device, in GiB, from the base
-    checkpoint's parameter count (runtime.memory.state_bytes_per_parameter); NaN when the
-    checkpoint's manifest is not there."""
+    checkpoint's parameter count (runtime.memory.training_state_bytes), PPO's critic
+    included (its size from the checkpoint's config.json); NaN when the checkpoint's
+    manifest (or, for PPO, its config) is not there."""
     try:
         n = read_manifest(spec.model)["num_parameters"]
+        critic = (critic_parameters(n, json.loads((Path(spec.model) / "config.json")
+                                                  .read_text()))
+                  if spec.method == "ppo" else 0)
     except (OSError, KeyError, ValueError):
         return float("nan")
-    per = state_bytes_per_parameter(spec.method in RL_METHODS, spec.serving_dtype)
-    return n * per / 2**30
+    return training_state_bytes(n, spec.method in RL_METHODS, spec.serving_dtype,
+                                critic) / 2**30
 
 
 def _gb(value: float) -> str:
@@ -116,7 +121,7 @@ def training_cost(spec: RunSpec) -> tuple[float, float, float, int]:
     ledger. Worker-seconds: every phase of every job summed, model loading included (an
     ES run loads the model in each DAG job; an RL run once), so parallel ES shards add up.
     Wall-clock: the run's elapsed time (`wall_s` per step: an RL or async run's process
-    time; an ES generation's slowest shard + its update, see pipeline.rl.generation_wall_s);
+    time; an ES generation's slowest shard + its update, see pipeline.ledgers.generation_wall_s);
     a ledger without `wall_s` (written before it existed) falls back to worker-seconds."""
     rows = ledger(spec)
     worker_s = float(sum(sum(rows[c]) for c in TIME_COLUMNS if c in rows))

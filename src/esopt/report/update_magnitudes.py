@@ -18,6 +18,7 @@ import torch
 
 from esopt.pipeline.spec import RunSpec
 from esopt.report.tables import METHOD_LABELS, Table
+from esopt.runtime.atomic import write_json_atomic
 from esopt.runtime.checkpoint import WEIGHTS_NAME, verify_checkpoint
 
 SIGMA_MULTIPLES = (2 / 3, 1.0, 4 / 3)
@@ -83,9 +84,7 @@ def magnitudes_stage(spec: RunSpec, base_dir: str | Path, final_dir: str | Path,
     record.update(sigma_0=sigma_0, generations=spec.generations,
                   multiples=list(SIGMA_MULTIPLES), base=str(base_dir), final=str(final_dir),
                   spec=json.loads(spec.to_json()))
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    write_json_atomic(out, record)
     return record
 
 

@@ -18,9 +18,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from esopt.pipeline.records import EvalRecord  # noqa: E402
 from esopt.pipeline.spec import RunSpec  # noqa: E402
 from esopt.report.figures import save_figure  # noqa: E402
 from esopt.report.math_report import CONDITIONS, _eval_path  # noqa: E402
@@ -40,7 +40,7 @@ def _task_sites(options: tuple) -> tuple[str, ...]:
 def site_successes(path: str | Path, eval_options: dict) -> dict[str, list[bool]]:
     """Episode successes of an evaluation Parquet, by site (and "all")."""
     sites = _task_sites(tuple(sorted(eval_options.items())))
-    t = pq.read_table(path, columns=["task_seed", "success"]).to_pydict()
+    t = EvalRecord.read_columns(path, ["task_seed", "success"])
     out: dict[str, list[bool]] = {"all": []}
     for seed, ok in zip(t["task_seed"], t["success"], strict=True):
         out.setdefault(sites[seed % len(sites)], []).append(bool(ok))

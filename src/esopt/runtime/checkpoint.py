@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import torch
 from safetensors.torch import save_file
 
 from esopt.es.noise import NOISE_SPEC
+from esopt.runtime.atomic import atomic_directory, recover_directory
 
 WEIGHTS_NAME = "model.safetensors"
 MANIFEST_NAME = "manifest.json"
@@ -48,15 +48,12 @@ def write_checkpoint(
     The model's other files come from `config`/`tokenizer`/`generation_config` objects, or
     are copied from the checkpoint directory `files_from` (an update of a checkpoint's
     weights, made without building the model). The directory appears complete or not at
-    all: it is written beside the target and renamed into place, so a crash never leaves a
-    half-written checkpoint.
+    all (esopt.runtime.atomic.atomic_directory): it is written beside the target and
+    swapped in, so a crash never leaves a half-written checkpoint or none at all.
     """
     if (config is None) == (files_from is None):
         raise ValueError("write_checkpoint: give exactly one of config and files_from")
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    try:
+    with atomic_directory(out_dir) as tmp:
         weights = {n: t.detach().to("cpu", torch.float32).contiguous() for n, t in tensors.items()}
         save_file(weights, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
         if files_from is not None:
@@ -74,16 +71,11 @@ def write_checkpoint(
                 tokenizer.save_pretrained(tmp)
         sha = file_sha256(tmp / WEIGHTS_NAME)
         (tmp / f"{WEIGHTS_NAME}.sha256").write_text(f"{sha}  {WEIGHTS_NAME}\n")
-        full = {"sha256": sha, "num_parameters": sum(t.numel() for t in weights.values()),
+        # What the writer measured wins over what the caller passed.
+        full = {**(manifest or {}), "sha256": sha,
+                "num_parameters": sum(t.numel() for t in weights.values()),
                 "noise_spec": NOISE_SPEC}
-        full.update(manifest or {})
         (tmp / MANIFEST_NAME).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return full
 
 
@@ -102,19 +94,34 @@ def read_master(ckpt_dir: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 
 def read_manifest(ckpt_dir: str | os.PathLike) -> dict:
-    """The manifest of a checkpoint directory."""
+    """The manifest of a checkpoint directory; FileNotFoundError if it has none (not an
+    esopt checkpoint), ValueError naming the file if it is truncated or not JSON."""
+    recover_directory(ckpt_dir)  # a swap interrupted by a kill left the old copy aside
     path = Path(ckpt_dir) / MANIFEST_NAME
     if not path.is_file():
         raise FileNotFoundError(f"no {MANIFEST_NAME} in {ckpt_dir}: not an esopt checkpoint")
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: truncated or not JSON ({e})") from None
+    if not isinstance(manifest, dict) or "sha256" not in manifest:
+        raise ValueError(f"{path}: not a checkpoint manifest (no sha256)")
+    return manifest
 
 
 def verify_checkpoint(ckpt_dir: str | os.PathLike) -> dict:
-    """Recompute the weights' sha256 and compare it with the manifest; return the manifest."""
+    """Recompute the weights' sha256 and compare it with the manifest; return the manifest.
+    A mismatch (a corrupted or replaced weights file) is an error naming the file."""
     manifest = read_manifest(ckpt_dir)
-    actual = file_sha256(Path(ckpt_dir) / WEIGHTS_NAME)
+    weights = Path(ckpt_dir) / WEIGHTS_NAME
+    if not weights.is_file():
+        raise FileNotFoundError(f"{ckpt_dir}: the manifest names weights, but there is no "
+                                f"{WEIGHTS_NAME}")
+    actual = file_sha256(weights)
     if actual != manifest["sha256"]:
-        raise ValueError(f"{ckpt_dir}: weights sha256 {actual} != manifest {manifest['sha256']}")
+        raise ValueError(f"{weights}: sha256 {actual} differs from its manifest's "
+                         f"{manifest['sha256']}: the weights are corrupted or were replaced; "
+                         "refusing to use them")
     return manifest
 
 
@@ -140,10 +147,11 @@ def check_noise_lineage(ckpt_dir: str | os.PathLike) -> None:
 
 
 def checkpoint_sha256(ckpt_dir: str | os.PathLike) -> str | None:
-    """sha256 of a checkpoint's weights: from its manifest, else hashed from the file
-    (a plain Hugging Face directory used as a base model), else None (sharded weights)."""
+    """sha256 of a checkpoint's weights, hashed from the file (streamed): for an esopt
+    checkpoint, verified against its manifest (an error on a mismatch); for a plain
+    Hugging Face directory, the file's hash; None for sharded weights or a Hub id."""
     try:
-        return read_manifest(ckpt_dir)["sha256"]
+        return verify_checkpoint(ckpt_dir)["sha256"]
     except FileNotFoundError:
         weights = Path(ckpt_dir) / WEIGHTS_NAME
         return file_sha256(weights) if weights.is_file() else None

@@ -11,13 +11,13 @@ positions before it.
 from __future__ import annotations
 
 import math
-import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from esopt.runtime.atomic import write_parquet_atomic
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,35 @@ def forward_flops(shape: ModelShape, prompt_tokens: int, completion_tokens: int)
     return 2.0 * shape.n_params * tokens + 4.0 * shape.n_layers * shape.d_model * attended
 
 
+# Training FLOPs of a token, as multiples of its forward pass: forward + backward (the
+# backward ~2x the forward: gradients of activations and of weights).
+TRAIN_FORWARDS = 3.0
+
+
+@dataclass(frozen=True)
+class RLPasses:
+    """What an RL step runs over each rollout's tokens besides generating them: no-gradient
+    scoring passes, and models trained (one forward + backward each)."""
+
+    score: int
+    trained: int
+
+    @property
+    def episode_forwards(self) -> float:
+        """An RL episode's FLOPs in forward passes of its tokens: its rollout (1), the
+        scoring passes, and TRAIN_FORWARDS per trained model. Every pass sees the same
+        tokens with the same attention (ledger accounting), so this is exact for equal
+        token counts."""
+        return 1.0 + self.score + TRAIN_FORWARDS * self.trained
+
+
+# GRPO scores the reference and trains the policy; PPO also the critic's old values, and
+# trains the critic (counted as the model's size).
+GRPO_PASSES = RLPasses(score=1, trained=1)
+PPO_PASSES = RLPasses(score=2, trained=2)
+RL_PASSES = {"grpo": GRPO_PASSES, "grpo_b": GRPO_PASSES, "ppo": PPO_PASSES}
+
+
 def rollout_flops(shape: ModelShape, episodes) -> float:
     """FLOPs of playing `episodes`: each turn's prompt and completion through the model."""
     return sum(forward_flops(shape, t.prompt_tokens, t.completion_tokens)
@@ -78,37 +107,103 @@ def reward_spread(rewards, weights=None) -> dict[str, float]:
             "reward_min": float(r.min()), "reward_max": float(r.max())}
 
 
-@dataclass
-class Ledger:
-    """Rows of (step, phase seconds, tokens, FLOPs, peak memory); one row per step."""
+@dataclass(frozen=True)
+class LedgerRow:
+    """One update of a training run (an ES generation, an RL step, an async update): its
+    seconds by phase, FLOPs, peak memory, episodes and rewards. Table 1's memory column,
+    Table 2 and Figure 7 read these, for every method alike."""
 
     run: str
     method: str
-    rows: list[dict] = field(default_factory=list)
-    _current: dict = field(default_factory=dict)
+    step: int
+    peak_memory_mb: float
+    flops: float
+    wall_s: float
+    """Wall-clock of the update (an ES generation: its slowest shard + its update job)."""
+    load_s: float
+    generate_s: float
+    score_s: float
+    update_s: float
+    noise_s: float
+    save_s: float
+    flops_generate: float
+    flops_score: float
+    flops_train: float
+    episodes: int
+    reward_mean: float
+    reward_std: float
+    """Over an ES generation's directions (NaN for an RL step: no population)."""
+    reward_min: float
+    reward_max: float
+    success: float
+    turns: float
+    tokens: int
+    failed_episodes: int
+    excluded_directions: int
+    dispatched: int | None = None
+    """async ES: directions dispatched at this update."""
+    discarded: int | None = None
+    """async ES: results discarded for a lag over the bound."""
+    mean_lag: float | None = None
+    """async ES: mean lag of the results used (NaN when none was)."""
+    accepted: int | None = None
+    """async ES: results the update used (at most G)."""
+    stale_accepted: int | None = None
+    """async ES: results used with lag >= 1 (stale fitness measurements)."""
+    max_lag_used: int | None = None
+    """async ES: the largest lag among the results used (at most L)."""
+    # ES diagnostics (esopt.pipeline.diagnostics, esopt.es.apply.UpdateStats); None for RL.
+    tied_fraction: float | None = None
+    """The largest group of directions tied on one fitness, over G (1: no signal, 1/G: all
+    differ)."""
+    zero_signal: bool | None = None
+    """The update had no signal (every shaped weight 0): the weights did not move."""
+    intended_norm: float | None = None
+    """L2 norm of the float32 update."""
+    realised_norm: float | None = None
+    """L2 norm of what the update changed in the weights as served (serving_dtype)."""
+    realised_cosine: float | None = None
+    """Cosine of the realised with the intended update (None for a zero update)."""
+    unchanged_fraction: float | None = None
+    """Fraction of the weights whose served value the update left unchanged."""
+    reward_components: str | None = None
+    """Mean episode reward split into the environment's named parts (JSON object; {} when
+    the environment has none)."""
+    distinct_completions: float | None = None
+    """Output diversity across directions: distinct trajectories per task over G (1/G: all
+    directions wrote the same, 1: all differ), averaged over the generation's tasks."""
 
-    @contextmanager
-    def phase(self, name: str):
-        """Time a phase of the current step (generation, scoring, update, noise, ...)."""
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            key = f"{name}_s"
-            self._current[key] = self._current.get(key, 0.0) + time.perf_counter() - t0
 
-    def end_step(self, step: int, *, peak_memory_mb: float, flops: float, **extra) -> dict:
-        row = {"run": self.run, "method": self.method, "step": step,
-               "peak_memory_mb": float(peak_memory_mb), "flops": float(flops),
-               **self._current, **extra}
+LEDGER_KIND = "ledger/2"
+
+
+@dataclass
+class Ledger:
+    """The rows of one run's ledger, written as one Parquet file."""
+
+    run: str
+    method: str
+    rows: list[LedgerRow] = field(default_factory=list)
+
+    def end_step(self, step: int, **columns) -> LedgerRow:
+        """Append the row of update `step`."""
+        row = LedgerRow(run=self.run, method=self.method, step=step, **columns)
         self.rows.append(row)
-        self._current = {}
         return row
 
     def table(self) -> pa.Table:
-        return pa.Table.from_pylist(self.rows)
+        return pa.Table.from_pylist([asdict(r) for r in self.rows])
 
-    def write(self, path: str | Path) -> Path:
-        from esopt.agent.trajectories import write_parquet_atomic
+    def write(self, path: str | Path, config_json: str | None = None) -> Path:
+        meta = {"esopt.record": LEDGER_KIND}
+        if config_json is not None:
+            meta["config"] = config_json
+        return write_parquet_atomic(self.table(), path, meta)
 
-        return write_parquet_atomic(self.table(), path)
+
+def read_ledger(path: str | Path) -> dict[str, list]:
+    """A ledger as columns (one row per update); columns a ledger written by an older esopt
+    lacks are absent."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pydict()

@@ -146,25 +146,46 @@ def _int(cmd: str, s: str) -> int:
 _UNSUPPORTED = re.compile(r"[<>`]|\$\(|\|\||&\s*$|&[^&]")
 
 
-def _pipelines(script: str) -> list[str]:
-    """Split a script into pipelines at newlines, `;` and `&&` (outside quotes)."""
-    out, buf, quote = [], [], ""
-    i = 0
-    while i < len(script):
-        c = script[i]
+def _split_unquoted(text: str, seps: tuple[str, ...]) -> list[str]:
+    """Split at any of `seps` where it stands outside single and double quotes."""
+    out, buf, quote, i = [], [], "", 0
+    while i < len(text):
+        c = text[i]
         if quote:
             quote = "" if c == quote else quote
         elif c in "'\"":
             quote = c
-        elif c in ";\n" or script.startswith("&&", i):
-            out.append("".join(buf))
-            buf = []
-            i += 2 if c == "&" else 1
-            continue
+        else:
+            sep = next((s for s in seps if text.startswith(s, i)), None)
+            if sep is not None:
+                out.append("".join(buf))
+                buf, i = [], i + len(sep)
+                continue
         buf.append(c)
         i += 1
     out.append("".join(buf))
-    return [p.strip() for p in out if p.strip() and not p.strip().startswith("#")]
+    return out
+
+
+def _unquoted(text: str) -> str:
+    """The text with its quoted parts blanked (what a shell would interpret)."""
+    out, quote = [], ""
+    for c in text:
+        if quote:
+            quote = "" if c == quote else quote
+            out.append(" " if quote else c)
+        elif c in "'\"":
+            quote = c
+            out.append(c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _pipelines(script: str) -> list[str]:
+    """Split a script into pipelines at newlines, `;` and `&&` (outside quotes)."""
+    parts = _split_unquoted(script, ("&&", ";", "\n"))
+    return [p.strip() for p in parts if p.strip() and not p.strip().startswith("#")]
 
 
 def run_script(script: str, cache: dict[str, str] | None = None,
@@ -173,11 +194,11 @@ def run_script(script: str, cache: dict[str, str] | None = None,
     shell, chunks, failures = _Shell(dict(cache or {})), [], 0
     for line in _pipelines(script):
         try:
-            if _UNSUPPORTED.search(line):
+            if _UNSUPPORTED.search(_unquoted(line)):
                 raise ShellError(f"sh: {line[:60]!r}: redirection, substitution and "
                                  "background jobs are not supported")
             text = None
-            for stage in line.split("|"):
+            for stage in _split_unquoted(line, ("|",)):
                 try:
                     argv = shlex.split(stage)
                 except ValueError as e:

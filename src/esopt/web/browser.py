@@ -15,7 +15,8 @@ generation on the same prompts). URLs the policy writes with an alias are resolv
 from __future__ import annotations
 
 import html
-from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
+import posixpath
+from urllib.parse import unquote, urlencode, urljoin, urlsplit, urlunsplit
 
 import requests
 
@@ -46,8 +47,12 @@ class TextBrowser:
     def allowed(self, url: str) -> bool:
         """Whether `url` lies on one of the sites (and not on an admin path)."""
         parts = urlsplit(url)
+        path = parts.path
+        for _ in range(4):  # as the server will read it: %5f%5fhealth, %255f, /a/../__x
+            path = unquote(path)
+        path = posixpath.normpath("/" + path.lstrip("/"))
         return (parts.scheme in ("http", "https") and parts.netloc in self.origins
-                and not parts.path.startswith("/__"))
+                and not path.startswith("/__"))
 
     def _load(self, method: str, url: str, data: list[tuple[str, str]] | None = None) -> str:
         # Redirects are followed here, one hop at a time, so that a redirect off the sites

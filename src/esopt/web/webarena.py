@@ -14,9 +14,9 @@ restarting their containers, which is the deployment's business, not this module
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 
+from esopt.data.files import DataFileError, read_json_records
 from esopt.web.checks import Judge
 from esopt.web.task import Check, Task
 
@@ -95,12 +95,27 @@ def load_webarena_tasks(path: str | Path, urls: dict[str, str]) -> tuple[Task, .
     wikipedia) to the deployment's base URLs."""
     path = Path(path)
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-    configs = []
+    found = []  # (task_id, file, line, config), in file order
     for f in files:
-        loaded = json.loads(f.read_text())
-        configs += loaded if isinstance(loaded, list) else [loaded]
-    configs.sort(key=lambda c: int(c["task_id"]))
-    return tuple(task_from_config(c, urls) for c in configs)
+        for line, config in read_json_records(f):
+            if not isinstance(config, dict) or "task_id" not in config:
+                raise DataFileError.at(f, line, "expected a task config (an object with "
+                                                "task_id)")
+            try:
+                found.append((int(config["task_id"]), f, line, config))
+            except (TypeError, ValueError):
+                raise DataFileError.at(f, line, f"task_id {config['task_id']!r} is not an "
+                                                "integer") from None
+    found.sort(key=lambda item: item[0])
+    tasks = []
+    for _, f, line, config in found:
+        try:
+            tasks.append(task_from_config(config, urls))
+        except KeyError as e:
+            raise DataFileError.at(f, line, f"task {config['task_id']}: no {e} key") from None
+        except (TypeError, AttributeError, ValueError) as e:
+            raise DataFileError.at(f, line, e) from None
+    return tuple(tasks)
 
 
 def load_judge(spec: str) -> Judge:

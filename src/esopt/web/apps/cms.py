@@ -10,6 +10,7 @@ from esopt.web.apps.common import (
     create_base_app,
     esc,
     form,
+    like_pattern,
     link,
     one,
     page,
@@ -38,8 +39,8 @@ def create_app(store: EpisodeStore, admin_key: str):
     @app.get("/admin/products")
     def products():
         q = request.args.get("q", "").strip()
-        found = rows("SELECT * FROM products WHERE name LIKE ? OR sku LIKE ? ORDER BY id",
-                     f"%{q}%", f"%{q}%")
+        found = rows("SELECT * FROM products WHERE name LIKE ? ESCAPE '\\' "
+                     "OR sku LIKE ? ESCAPE '\\' ORDER BY id", like_pattern(q), like_pattern(q))
         search = form("/admin/products", text_input("q", "Search by keyword", q, "search"),
                       "Search", method="get")
         return show("Products", search + f"<p>{len(found)} records found</p>" + table(

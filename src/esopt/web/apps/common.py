@@ -77,19 +77,36 @@ def page(site: str, title: str, body: str, nav: list[tuple[str, str]]) -> str:
 
 
 class EpisodeStore:
-    """Per-episode copies of the pristine database under one directory."""
+    """Per-episode copies of the pristine database under one directory. Beyond
+    MAX_EPISODE_COPIES the least recently used copy goes, never one a request holds open."""
 
     def __init__(self, pristine: Path, workdir: Path):
         self.pristine, self.workdir = Path(pristine), Path(workdir)
         self._lock = threading.Lock()
         self._copies: OrderedDict[str, Path] = OrderedDict()
+        self._in_use: dict[str, int] = {}
 
     def path(self, token: str) -> Path:
         """The episode's database file (copied from the pristine one on first use)."""
         with self._lock:
             if token not in self._copies:
                 return self._copy(token)
+            self._copies.move_to_end(token)
             return self._copies[token]
+
+    def open(self, token: str) -> Path:
+        """Like path(), and the copy is held (not evicted) until close(token)."""
+        with self._lock:
+            self._in_use[token] = self._in_use.get(token, 0) + 1
+        return self.path(token)
+
+    def close(self, token: str) -> None:
+        with self._lock:
+            left = self._in_use.get(token, 0) - 1
+            if left > 0:
+                self._in_use[token] = left
+            else:
+                self._in_use.pop(token, None)
 
     def reset(self, token: str) -> Path:
         """Re-copy the pristine database for the episode."""
@@ -108,9 +125,9 @@ class EpisodeStore:
         shutil.copyfile(self.pristine, dst)
         self._copies[token] = dst
         self._copies.move_to_end(token)
-        while len(self._copies) > MAX_EPISODE_COPIES:
-            _, old = self._copies.popitem(last=False)
-            old.unlink(missing_ok=True)
+        idle = [t for t in self._copies if t not in self._in_use and t != token]
+        for old in idle[:max(0, len(self._copies) - MAX_EPISODE_COPIES)]:
+            self._copies.pop(old).unlink(missing_ok=True)
         return dst
 
 
@@ -152,6 +169,7 @@ def create_base_app(name: str, store: EpisodeStore, admin_key: str) -> Flask:
         con = g.pop("db", None)
         if con is not None:
             con.close()
+            store.close(g.pop("db_token"))
 
     app.config["episode_token"] = token
     return app
@@ -163,10 +181,29 @@ def db() -> sqlite3.Connection:
 
     if "db" not in g:
         store: EpisodeStore = current_app.config["store"]
-        con = sqlite3.connect(store.path(current_app.config["episode_token"]()), timeout=10)
+        token = current_app.config["episode_token"]()
+        path = store.open(token)
+        try:
+            con = sqlite3.connect(path, timeout=10)
+        except sqlite3.Error:
+            store.close(token)
+            raise
         con.row_factory = sqlite3.Row
-        g.db = con
+        g.db, g.db_token = con, token
     return g.db
+
+
+MAX_PAGE = 100_000
+
+
+def like_pattern(q: str) -> str:
+    """A LIKE pattern matching `q` anywhere, its own % and _ literal (use ESCAPE '\\')."""
+    return "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def page_number(arg) -> int:
+    """A 1-based page number from a query argument, clamped to [1, MAX_PAGE]."""
+    return min(MAX_PAGE, max(1, arg if isinstance(arg, int) else 1))
 
 
 def rows(sql: str, *params) -> list[sqlite3.Row]:

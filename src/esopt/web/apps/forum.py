@@ -10,9 +10,11 @@ from esopt.web.apps.common import (
     create_base_app,
     esc,
     form,
+    like_pattern,
     link,
     one,
     page,
+    page_number,
     rows,
     select,
     text_area,
@@ -56,7 +58,7 @@ def create_app(store: EpisodeStore, admin_key: str):
     def forum(name):
         one("SELECT name FROM forums WHERE name = ?", name)
         sort = "new" if request.args.get("sort") == "new" else "top"
-        page_no = max(1, request.args.get("page", 1, type=int))
+        page_no = page_number(request.args.get("page", 1, type=int))
         order = "id DESC" if sort == "new" else "score DESC"
         posts = rows(f"SELECT * FROM posts WHERE forum = ? ORDER BY {order} LIMIT ? OFFSET ?",
                      name, PAGE_SIZE + 1, (page_no - 1) * PAGE_SIZE)
@@ -120,8 +122,9 @@ def create_app(store: EpisodeStore, admin_key: str):
     @app.get("/search")
     def search():
         q = request.args.get("q", "").strip()
-        found = rows("SELECT * FROM posts WHERE title LIKE ? ORDER BY score DESC LIMIT 20",
-                     f"%{q}%") if q else []
+        found = rows("SELECT * FROM posts WHERE title LIKE ? ESCAPE '\\' "
+                     "ORDER BY score DESC LIMIT 20",
+                     like_pattern(q)) if q else []
         return show("Search", _search_box(q) + (f"<p>{len(found)} results</p>" if q else "")
                     + _post_items(found))
 

@@ -11,6 +11,7 @@ from esopt.web.apps.common import (
     create_base_app,
     esc,
     form,
+    like_pattern,
     link,
     one,
     page,
@@ -45,7 +46,8 @@ def create_app(store: EpisodeStore, admin_key: str):
     @app.get("/search")
     def search():
         q = request.args.get("q", "").strip()
-        found = rows("SELECT * FROM places WHERE name LIKE ? ORDER BY name", f"%{q}%") if q else []
+        found = rows("SELECT * FROM places WHERE name LIKE ? ESCAPE '\\' ORDER BY name",
+                     like_pattern(q)) if q else []
         return show("Search", _search_box(q) + _place_list(found))
 
     @app.get("/category/<cat>")

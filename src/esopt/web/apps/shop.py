@@ -12,6 +12,7 @@ from esopt.web.apps.common import (
     db,
     esc,
     form,
+    like_pattern,
     link,
     one,
     page,
@@ -64,8 +65,8 @@ def create_app(store: EpisodeStore, admin_key: str):
     @app.get("/search")
     def search():
         q = request.args.get("q", "").strip()
-        found = rows("SELECT * FROM products WHERE name LIKE ? ORDER BY name",
-                     f"%{q}%") if q else []
+        found = rows("SELECT * FROM products WHERE name LIKE ? ESCAPE '\\' ORDER BY name",
+                     like_pattern(q)) if q else []
         return show("Search results", _search_box(q) + _product_table(found))
 
     @app.get("/product/<int:pid>")

@@ -1,0 +1,83 @@
+"""What one unit of each method's Countdown training costs (scale=tiny-compare's settings):
+an ES direction (16 tasks), a GRPO step and a PPO step (4 tasks x 4 rollouts each), in
+seconds and in ledger FLOPs, in one process. The wall time per FLOP of each is what sizes a
+run at matched training FLOPs (esopt.pipeline.budget). The model: bench_model.py.
+
+    python benchmarks/countdown_costs.py [--threads 2] [--model DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from bench_model import smollm2_dir
+from esopt.backends.factory import load_policy
+from esopt.es.strategy import ES
+from esopt.pipeline.config import merge_config, run_specs
+from esopt.pipeline.objective import score_direction
+from esopt.pipeline.rl import make_trainer, rl_tasks
+from esopt.runtime.ledger import ModelShape, rollout_flops
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def specs(model: str) -> dict:
+    cfg = merge_config(yaml.safe_load((REPO / "config/config.yaml").read_text()),
+                       yaml.safe_load((REPO / "config/scales/tiny-compare.yaml").read_text()))
+    cfg["model"] = model
+    return {(s.method, s.seed): s for s in run_specs(cfg)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", help="model directory (default: found or fetched by "
+                                    "bench_model.py)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--es-reps", type=int, default=2)
+    ap.add_argument("--grpo-steps", type=int, default=3)
+    ap.add_argument("--ppo-steps", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    by = specs(smollm2_dir(args.model))
+    rows = []
+    spec = by[("esopt", 0)]
+    policy, _ = load_policy(spec.model, "hf", "float32", {})
+    direction = ES(spec.es).ask(ES(spec.es).state_at(0))[0]
+    for _ in range(args.es_reps):  # the first also warms up
+        t0 = time.perf_counter()
+        episodes, _ = score_direction(policy, spec, 0, direction)
+        rows.append({"unit": "es direction", "s": time.perf_counter() - t0,
+                     "episodes": len(episodes),
+                     "flops": rollout_flops(ModelShape.of_policy(policy), episodes)})
+        print(json.dumps(rows[-1]), flush=True)
+    del policy
+    for method, steps in (("grpo", args.grpo_steps), ("ppo", args.ppo_steps)):
+        spec = by[(method, 0)]
+        policy, _ = load_policy(spec.model, "hf", "float32", {})
+        trainer = make_trainer(spec, policy)
+        for k in range(steps):
+            t0 = time.perf_counter()
+            stats = trainer.step(spec.env, spec.env_kwargs, rl_tasks(spec, k))
+            rows.append({"unit": f"{method} step", "s": time.perf_counter() - t0,
+                         "episodes": stats["episodes"], "flops": stats["flops"],
+                         "generate_s": stats["generate_s"], "score_s": stats["score_s"],
+                         "update_s": stats["update_s"]})
+            print(json.dumps(rows[-1]), flush=True)
+        del policy, trainer
+    for unit in ("es direction", "grpo step", "ppo step"):
+        warm = [r for r in rows if r["unit"] == unit][1:] or [r for r in rows
+                                                              if r["unit"] == unit]
+        s = sum(r["s"] for r in warm) / len(warm)
+        flops = sum(r["flops"] for r in warm) / len(warm)
+        print(f"{unit}: {s:.1f} s, {flops / 1e12:.2f} TFLOPs, {flops / s / 1e9:.0f} GFLOP/s, "
+              f"{s / warm[0]['episodes']:.2f} s per episode (after the first)")
+
+
+if __name__ == "__main__":
+    main()
