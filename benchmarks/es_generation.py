@@ -42,11 +42,10 @@ import yaml
 from bench_model import smollm2_dir
 from esopt.agent.rollout import run_episodes
 from esopt.backends.hf import HFPolicy
-from esopt.backends.hf_population import run_population_episodes
 from esopt.envs import make_env
 from esopt.es.strategy import ES
 from esopt.pipeline.config import run_specs
-from esopt.pipeline.objective import train_sampling, train_tasks
+from esopt.pipeline.objective import run_population_episodes, train_sampling, train_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVING = {"bf16": "bfloat16", "bf16-weights": "bfloat16-weights"}

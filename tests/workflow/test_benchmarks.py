@@ -1,6 +1,7 @@
 """The benchmarks find the model themselves, as the README runs them on a fresh clone."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 
@@ -38,3 +39,21 @@ def test_every_benchmark_script_uses_the_shared_helper():
     out = subprocess.run([sys.executable, REPO / "benchmarks/rollout.py", "--help"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "bench_model.py" in out.stdout, out.stderr[-2000:]
+
+
+def test_the_population_benchmark_runs_and_prints_its_ratios(tiny_dir):
+    """benchmarks/population.py --quick on the tiny model (a check that it runs: the
+    timings themselves are the benchmark's, never a test's)."""
+    out = subprocess.run([sys.executable, REPO / "benchmarks/population.py", "--quick",
+                          "--model", str(tiny_dir), "--threads", "1", "--ranks", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    paths = {r["path"]: r for r in rows if "path" in r}
+    assert set(paths) == {"plain", "lowrank-r2", "fullrank"}
+    assert {(r["G"], r["tasks"], r["episodes"]) for r in paths.values()} == {(16, 4, 64)}
+    # Plain inference encodes the shared prefix once, the population once per member.
+    assert paths["plain"]["executed_tokens"] < paths["lowrank-r2"]["executed_tokens"]
+    ratios = next(r["ratios_vs_plain"] for r in rows if "ratios_vs_plain" in r)
+    assert set(ratios) == {"lowrank-r2", "fullrank"}
+    assert all(v["episodes_per_s"] > 0 for v in ratios.values())

@@ -1,0 +1,181 @@
+"""Low-rank ES scored as one population batch against plain batched inference (issue 38).
+
+    python benchmarks/population.py [--model DIR] [--threads 2] [--quick]
+        [--experiments countdown sudoku] [--G 16 64] [--ranks 1 4] [--tasks N]
+        [--paths plain lowrank fullrank fullrank-bf16w]
+
+The generation: generation 0 of the tiny `all`'s H*=1 esopt run of each experiment
+(config/config.yaml + config/scales/tiny.yaml: its tasks, the train decoder with its
+common-random-numbers seed; Countdown-2: 16 tasks, 24 new tokens; Sudoku 4x4: 4 boards,
+up to 3 turns, 8 new tokens), with the population size set to G. Paths, on the same
+tasks, in one process on one loaded model:
+  plain:     (a) the ceiling: the same G x tasks episodes by the base model in one
+             lockstep batch (the population scorer's batch with no per-member term and
+             the shared prompt prefix encoded once);
+  lowrank:   (b) low-rank ES at each --ranks r (the run's ES config with rank r, EGGROLL's
+             full-rank vector noise), the whole population scored as one batch by the
+             pipeline's run_population_episodes (esopt.backends.lowrank_batch);
+  fullrank:  (c) full-rank ES, the default path: one direction at a time, perturb +
+             run_episodes (kept prefix), the pipeline's score_direction;
+  fullrank-bf16w: (c) on its best measured path, bfloat16-weights serving (a second
+             model load; changes the numerics; not run unless named in --paths).
+Printed per path (one JSON line each, as it finishes): wall time, episodes/s, prompt and
+generated tokens/s (the ledger's counts: the whole prompt of every turn), time in model
+forwards with more than one new token (prefill: the kept prefix and each turn's suffix)
+and in one-token decode steps; per (experiment, G) the ratios (b)/(a) and (c)/(a) of
+episodes/s. --quick: Countdown, G=16, 4 tasks (a check that the script runs, not a
+measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import replace
+
+import torch
+
+from bench_model import smollm2_dir
+from es_generation import ForwardMeter, tiny_spec
+from esopt.agent.rollout import run_episode_groups
+from esopt.backends.hf import HFPolicy
+from esopt.backends.hf_population import PopulationScorer
+from esopt.es.strategy import ES
+from esopt.pipeline.objective import (
+    env_factory,
+    run_population_episodes,
+    score_direction,
+    train_sampling,
+    train_tasks,
+)
+
+PATHS = ("plain", "lowrank", "fullrank", "fullrank-bf16w")
+
+
+class PlainScorer(PopulationScorer):
+    """(a): the population scorer's lockstep batch served by the base model: no
+    per-member term, and the shared prefix encoded once (plain batched inference)."""
+
+    def __init__(self, policy: HFPolicy, groups: int):
+        super().__init__(policy, [None] * groups, grouped=lambda counts: nullcontext())
+
+    def _prefix_kv(self, tokens: list[int]):
+        from transformers import DynamicCache
+
+        from esopt.backends.hf import cache_kwarg
+
+        model, k = self.policy.model, len(self.directions)
+        cache = DynamicCache(config=model.config)
+        model(input_ids=torch.tensor([tokens]), use_cache=True, logits_to_keep=1,
+              **{cache_kwarg(model): cache})
+        return [(layer.keys.expand(k, -1, -1, -1), layer.values.expand(k, -1, -1, -1))
+                for layer in cache.layers]
+
+
+def directions(spec, g: int, rank: int | None):
+    """Generation 0's G directions of the run's ES config, full rank or of rank `rank`."""
+    es = ES(replace(spec.es, population_size=g, rank=rank))
+    return es.ask(es.state_at(0))
+
+
+def score(path: str, policy: HFPolicy, spec, g: int, rank: int | None):
+    """Each direction's (or, plain, each copy's) episodes of generation 0 on `path`."""
+    make, seeds, sampling = env_factory(spec), train_tasks(spec, 0), train_sampling(spec, 0)
+    if path == "plain":
+        return run_episode_groups(PlainScorer(policy, g).generate_groups, make, seeds,
+                                  sampling, groups=g)
+    if path == "lowrank":
+        return run_population_episodes(policy, directions(spec, g, rank), make, seeds,
+                                       sampling)
+    return [score_direction(policy, spec, 0, d)[0] for d in directions(spec, g, None)]
+
+
+def measure(path, policy, meter, spec, g, rank=None) -> dict:
+    """One timed path: throughput and where its time went."""
+    meter.reset()
+    t0 = time.perf_counter()
+    per_direction = score(path, policy, spec, g, rank)
+    wall = time.perf_counter() - t0
+    eps = [e for d in per_direction for e in d]
+    prompt = sum(e.prompt_tokens for e in eps)
+    gen = sum(e.completion_tokens for e in eps)
+    return {
+        "experiment": spec.experiment, "G": g, "tasks": spec.tasks_per_direction,
+        "path": path if rank is None else f"{path}-r{rank}", "wall_s": round(wall, 2),
+        "episodes": len(eps), "episodes_per_s": round(len(eps) / wall, 3),
+        "prompt_tok_per_s": round(prompt / wall, 1),
+        "generated_tok_per_s": round(gen / wall, 2),
+        "prompt_tokens": prompt, "generated_tokens": gen,
+        "executed_tokens": meter.tokens, "padding_tokens": meter.padded,
+        "prefill_s": round(meter.prefill_s, 2), "decode_s": round(meter.decode_s, 2),
+        "other_s": round(wall - meter.prefill_s - meter.decode_s, 2),
+        "mean_reward": round(sum(e.reward for e in eps) / len(eps), 4),
+    }
+
+
+def emit(row: dict) -> None:
+    print(json.dumps(row), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="model directory (default: found or fetched by bench_model.py)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--experiments", nargs="+", default=["countdown", "sudoku"],
+                    choices=("countdown", "sudoku"))
+    ap.add_argument("--G", nargs="+", type=int, default=[16, 64], help="population sizes")
+    ap.add_argument("--ranks", nargs="+", type=int, default=[1, 4], help="low-rank ranks")
+    ap.add_argument("--tasks", type=int, default=0, help="tasks per direction (0: the run's)")
+    ap.add_argument("--paths", nargs="+", choices=PATHS, default=["plain", "lowrank", "fullrank"])
+    ap.add_argument("--quick", action="store_true",
+                    help="Countdown, G=16, 4 tasks: checks that the script runs")
+    args = ap.parse_args()
+    if args.quick:
+        args.experiments, args.G, args.tasks = ["countdown"], [16], args.tasks or 4
+    args.model = smollm2_dir(args.model)
+    torch.set_num_threads(args.threads)
+    policy = HFPolicy.load(args.model)
+    meter = ForwardMeter(policy.model)
+    bf16w = None
+    if "fullrank-bf16w" in args.paths:
+        bf16w = HFPolicy.load(args.model, serving_dtype="bfloat16-weights")
+        bf16w_meter = ForwardMeter(bf16w.model)
+    print(f"model {args.model}, threads {args.threads}, paths {args.paths}, "
+          f"ranks {args.ranks}", flush=True)
+    for experiment in args.experiments:
+        spec = tiny_spec(args.model, experiment)
+        if args.tasks:
+            spec = replace(spec, tasks_per_direction=args.tasks)
+        d = spec.train_decoder
+        print(f"{experiment}: {spec.tasks_per_direction} tasks, decoder T={d.temperature} "
+              f"top_p={d.top_p} top_k={d.top_k} max_new={d.max_new_tokens}", flush=True)
+        # Warm-up: the first forwards of a process are slower.
+        score("plain", policy, replace(spec, tasks_per_direction=1), 1, None)
+        for g in args.G:
+            rows = {}
+            for path in args.paths:
+                for rank in (args.ranks if path == "lowrank" else [None]):
+                    print(f"... {experiment} G={g} {path}{'' if rank is None else rank}",
+                          file=sys.stderr, flush=True)
+                    if path == "fullrank-bf16w":
+                        row = measure("fullrank", bf16w, bf16w_meter, spec, g)
+                        row["path"] = path
+                    else:
+                        row = measure(path, policy, meter, spec, g, rank)
+                    rows[row["path"]] = row
+                    emit(row)
+            if "plain" in rows:
+                base = rows["plain"]
+                emit({"experiment": experiment, "G": g, "ratios_vs_plain": {
+                    p: {"episodes_per_s": round(r["episodes_per_s"] / base["episodes_per_s"], 3),
+                        "generated_tok_per_s": round(
+                            r["generated_tok_per_s"] / base["generated_tok_per_s"], 3)}
+                    for p, r in rows.items() if p != "plain"}})
+
+
+if __name__ == "__main__":
+    main()
