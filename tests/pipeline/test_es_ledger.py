@@ -46,12 +46,18 @@ def _update_record(path: Path, spec, excluded: list[int]) -> None:
     _update(excluded).write(path)
 
 
-@pytest.fixture()
-def spec(tmp_path, monkeypatch):
+def _esopt_spec():
+    """ESOpt on 4x4 Sudoku at H*=1: 2 generations of G=4."""
     cfg = base_config()
     cfg["sudoku"].update(horizons=[1], methods=["esopt"])
     cfg["sudoku"]["es"].update(population_size=4, generations=2)
     (spec,) = run_specs(cfg)
+    return spec
+
+
+@pytest.fixture()
+def spec(tmp_path, monkeypatch):
+    spec = _esopt_spec()
     monkeypatch.chdir(tmp_path)
     run = Path(spec.run_dir)
     # Generation 0: direction 2 excluded (NaN); direction 3 played 6 tasks, the others 2.
@@ -106,10 +112,7 @@ def test_es_ledger_writes_the_generation_diagnostics(tmp_path, monkeypatch):
     diversity of the directions' outputs."""
     from dataclasses import replace
 
-    cfg = base_config()
-    cfg["sudoku"].update(horizons=[1], methods=["esopt"])
-    cfg["sudoku"]["es"].update(population_size=4, generations=2)
-    (spec,) = run_specs(cfg)
+    spec = _esopt_spec()
     monkeypatch.chdir(tmp_path)
     run = Path(spec.run_dir)
     parts = [{"format": 0.1, "correct": 1.0}, {"format": 0.1}, {}, {"format": 0.0}]
