@@ -174,3 +174,28 @@ def test_the_tool_cannot_read_its_datasets_answers(tmp_path, monkeypatch):
     assert e.tool_outcomes == ["ok"]
     final = e.step(f"Answer: {tool_output.split('ANSWER ')[1].split()[0]}")
     assert final.reward == 0.0 and final.done
+
+
+def test_the_worked_example_comes_before_the_problem_and_scores_nothing_itself():
+    """Option `example` (issue 37's tiny scale): the solved exchange sits between the system
+    prompt and the problem, every episode; the episode is scored on the problem alone."""
+    from esopt.envs.math_tool import EXAMPLE
+
+    plain, shown = env().reset(3), env(example=True).reset(3)
+    assert shown == [plain[0], *EXAMPLE, plain[1]] and len(EXAMPLE) == 4
+    assert [m["role"] for m in shown] == ["system", "user", "assistant", "user", "assistant",
+                                          "user"]
+    e = env(example=True)
+    e.reset(3)
+    gold = e.problem.answer
+    assert gold != "89"
+    r = e.step(f"```python\nprint({gold})\n```")
+    assert r.observation[:6] == shown and not r.done
+    assert e.step(f"Answer: {gold}").reward == 1.0
+    e.reset(3)
+    e.step("```python\nprint(89)\n```")
+    r = e.step("Answer: 89")  # the example's answer, copied
+    assert r.done and r.reward == 0.0 and not e.success
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match="example must be true or false"):
+            env(example=bad)

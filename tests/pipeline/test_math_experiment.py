@@ -60,10 +60,10 @@ def test_bad_math_options_name_the_key():
         run_specs(config(eval={"tasks": 2, "env_options": {"max_turns": 0}}))
 
 
-def _episodes(policy, seeds, data="generated:20:0"):
+def _episodes(policy, seeds, data="generated:20:0", **options):
     sampling = SamplingParams(max_new_tokens=8, temperature=1.0, seed=3)
     return run_episodes(policy, lambda: make_env("math_tool", data=data, max_turns=1,
-                                                 max_new_tokens=8), seeds, sampling)
+                                                 max_new_tokens=8, **options), seeds, sampling)
 
 
 def test_skill_sources_read_back_from_episode_tables(tiny_policy, tmp_path):
@@ -73,6 +73,15 @@ def test_skill_sources_read_back_from_episode_tables(tiny_policy, tmp_path):
     assert [e["problem_id"] for e in back] == ["gen0:0", "gen0:1", "gen0:2"]
     assert all(e["gold"] and e["question"].startswith(("Compute", "What")) for e in back)
     assert [e["success"] for e in back] == [ep.success for ep in eps]
+
+
+def test_skill_sources_take_the_task_not_the_worked_example(tiny_policy, tmp_path):
+    # With `example` the first prompt holds the example's question before the task's.
+    eps = _episodes(tiny_policy, [0, 1], example=True)
+    write_parquet_atomic(episodes_table(eps, {"direction": 0}), tmp_path / "d" / "000.parquet")
+    env = make_env("math_tool", data="generated:20:0")
+    questions = [env.reset(s)[-1]["content"] for s in (0, 1)]
+    assert [e["question"] for e in episodes_from_parquet([tmp_path / "d"])] == questions
 
 
 def test_table3_and_figure8_from_evaluation_files(tiny_policy, tmp_path):

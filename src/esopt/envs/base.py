@@ -60,6 +60,14 @@ class Environment(ABC):
         return False
 
 
+def example_turns(example: bool, turns: tuple[dict, ...]) -> tuple[dict, ...]:
+    """An environment's worked example (chat turns put before each task) when `example` is
+    true, else none; anything but true or false is a ValueError."""
+    if not isinstance(example, bool):
+        raise ValueError(f"example must be true or false, got {example!r}")
+    return turns if example else ()
+
+
 _REGISTRY: dict[str, Callable[..., Environment]] = {}
 
 

@@ -15,7 +15,7 @@ import re
 
 from esopt.chat import Conversation
 from esopt.data.math import MathProblem, load_problems
-from esopt.envs.base import REWARD_COMPONENTS, Environment, StepResult, register
+from esopt.envs.base import REWARD_COMPONENTS, Environment, StepResult, example_turns, register
 from esopt.envs.math_answers import check_answer, extract_answer
 from esopt.runtime.sandbox import SandboxLimits, run_sandboxed
 
@@ -26,6 +26,14 @@ SYSTEM = (
 )
 # A harness in a light module: the child must not import torch (1 s and 0.5 GB) to run it.
 TOOL_HARNESS = "esopt.runtime.sandbox:run_script"
+# The worked example (option `example`): one solved exchange before the task. Without it
+# SmolLM2-135M never answered in the tool protocol (0 of 16 generated problems; issue 37).
+EXAMPLE = (
+    {"role": "user", "content": "Compute 12 * 7 + 5."},
+    {"role": "assistant", "content": "```python\nprint(12 * 7 + 5)\n```"},
+    {"role": "user", "content": "```output\n89\n```"},
+    {"role": "assistant", "content": "Answer: 89"},
+)
 _CODE = re.compile(r"```(?:python|py)\s*\n(.*?)(?:```|$)", re.DOTALL)
 
 
@@ -44,7 +52,8 @@ def tool_call(completion: str) -> str | None:
 class MathToolEnv(Environment):
     """Options: data (JSONL path or dataset id, or a list of them: interleaved), max_turns,
     require_tool, skill (text prepended to the system prompt: Trace2Skill), tool limits,
-    output_chars."""
+    output_chars, example (a solved exchange, a tool call then its answer, before each
+    problem)."""
 
     stop = ("```output",)
     # Which checker judged the answer (esopt.envs.math_answers.check_answer), and the
@@ -57,7 +66,7 @@ class MathToolEnv(Environment):
     def __init__(self, data: str | list[str], max_turns: int = 4, require_tool: bool = True,
                  skill: str = "", max_new_tokens: int = 256, output_chars: int = 800,
                  tool_wall_s: float = 10.0, tool_cpu_s: int = 5, tool_memory_mb: int = 1024,
-                 use_math_verify: bool = True):
+                 use_math_verify: bool = True, example: bool = False):
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         self.data = data
@@ -69,6 +78,7 @@ class MathToolEnv(Environment):
         self.limits = SandboxLimits(wall_s=tool_wall_s, cpu_s=tool_cpu_s,
                                     memory_mb=tool_memory_mb, output_chars=output_chars)
         self.use_math_verify = use_math_verify
+        self.example = example_turns(example, EXAMPLE)
         self._solved = False
 
     @property
@@ -84,6 +94,7 @@ class MathToolEnv(Environment):
         self.turn, self.tool_calls, self._solved = 0, 0, False
         self.tool_outcomes: list[str] = []
         self.messages = [{"role": "system", "content": self.system_prompt()},
+                         *self.example,
                          {"role": "user", "content": self.problem.question}]
         return list(self.messages)
 

@@ -48,7 +48,8 @@ def episode_dicts(table: pa.Table) -> list[dict]:
         if "problem_id" not in last:
             continue  # not a problem-file environment
         prompt = json.loads(row["first_prompt"])
-        question = next((m["content"] for m in prompt if m["role"] == "user"), "")
+        # The task is the first prompt's last user message (a worked example's come first).
+        question = next((m["content"] for m in reversed(prompt) if m["role"] == "user"), "")
         gold = last.get("gold", "?")
         out.append({
             "problem_id": last["problem_id"],
