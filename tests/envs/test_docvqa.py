@@ -367,3 +367,48 @@ def test_a_hub_scan_is_page_jpg_in_the_sandbox(monkeypatch):
     r = e.step(oracle_policy(obs))
     assert r.info["tool_outcomes"] == ["ok", "ok"]
     assert e.step(oracle_policy(r.observation)).reward == 1.0
+
+
+# --- issue 37: short pages and the worked example --------------------------------------
+
+def test_short_pages_ask_a_labelled_value_printed_after_its_label():
+    from esopt.data.docs import SHORT_FIELDS
+
+    tasks = synthetic_tasks(12, seed=3, layout="short")
+    assert tasks == load_docs("synthetic:12:3", layout="short")
+    assert [t.image for t in tasks] != [t.image for t in synthetic_tasks(12, seed=3)]
+    for i, t in enumerate(tasks):
+        lines = page_text(i, seed=3, layout="short").splitlines()
+        fields = lines[1:-1]  # between the title and the closing line
+        assert len(fields) == SHORT_FIELDS and all(": " in f for f in fields), lines
+        assert t.kind == "field" and f"{t.label}: {t.answers[0]}" in fields, (t, lines)
+        assert t.id == f"syn-short3:{i}"
+    assert {t.doc_type for t in tasks} == {"invoice", "receipt", "form", "letter"}
+    with pytest.raises(ValueError, match="layout must be one of"):
+        make_env("docvqa", data="synthetic:2:0", layout="tiny")
+    with pytest.raises(ValueError, match="for synthetic pages"):
+        load_docs("lmms-lab/DocVQA:validation:4", layout="short")  # before any download
+
+
+def test_a_short_page_with_the_example_is_solved_by_copying_its_value():
+    """One episode through the real sandbox and OCR: the example sits before the task's
+    question, the oracle reads the task's page (not the example's), and only the asked
+    field's value scores."""
+    from esopt.envs.docvqa import EXAMPLE
+
+    e = make_env("docvqa", data="synthetic:2:5", layout="short", example=True)
+    obs = e.reset(0)
+    assert obs[1:5] == list(EXAMPLE) and obs[-1]["content"] == (
+        f"Document: page.png\nQuestion: {e.task.question}")
+    r = e.step(oracle_policy(obs))
+    assert r.info["tool_outcomes"] == ["ok"] and not r.done
+    r = e.step(oracle_policy(r.observation))
+    assert r.done and r.reward == 1.0 and e.success, (e.task, r.info)
+    other = next(ln.split(": ", 1)[1] for ln in page_text(0, seed=5, layout="short")
+                 .splitlines()[1:-1] if not ln.startswith(f"{e.task.label}: "))
+    e.reset(0)
+    e.step("```bash\nocr page.png\n```")  # cached now
+    r = e.step(f"Final answer: {other}")
+    assert r.done and r.reward == 0.0 and not e.success
+    with pytest.raises(ValueError, match="example must be true or false"):
+        make_env("docvqa", data="synthetic:2:5", example="yes")

@@ -3,8 +3,10 @@
 A task is one page image (encoded bytes), one question and its gold answers (a list: DocVQA
 accepts any of them). `synthetic:COUNT:SEED` renders invoices, forms, receipts and letters
 with key-value fields, a small item table, dates and totals, so tests and the tiny scale
-need no network; `lmms-lab/DocVQA` (needs `datasets` and network) maps the Hub's fields
-to the same records.
+need no network; the `short` layout keeps SHORT_FIELDS of a page's labelled fields (no
+table) and asks for one of them, whose answer is the value printed after its label (the
+tiny scale's held-out family: SmolLM2-135M can copy it, it cannot read the full pages);
+`lmms-lab/DocVQA` (needs `datasets` and network) maps the Hub's fields to the same records.
 """
 
 from __future__ import annotations
@@ -118,11 +120,32 @@ def _font(size: int):
     return ImageFont.load_default(size=size)  # Pillow's embedded font: same on every machine
 
 
-def render_page(doc_type: str, rng: random.Random) -> tuple[bytes, list, list]:
+LAYOUTS = ("full", "short")
+SHORT_FIELDS = 3
+"""Labelled fields on a `short` page (chosen by measurement, issue 37: 135M's base success)."""
+
+
+def _page(doc_type: str, rng: random.Random, layout: str) -> tuple[str, list, list, str]:
+    """_layout's document, cut to SHORT_FIELDS of its fields (in page order, no table) for
+    the short layout; the full page draws nothing more from `rng`, so it stays as before."""
+    title, fields, rows, closing = _layout(doc_type, rng)
+    if layout == "short":
+        keep = sorted(rng.sample(range(len(fields)), SHORT_FIELDS))
+        fields, rows = [fields[i] for i in keep], []
+    return title, fields, rows, closing
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+
+
+def render_page(doc_type: str, rng: random.Random, layout: str = "full"
+                ) -> tuple[bytes, list, list]:
     """Render one page; return (PNG bytes, fields, table rows)."""
     from PIL import Image, ImageDraw
 
-    title, fields, rows, closing = _layout(doc_type, rng)
+    title, fields, rows, closing = _page(doc_type, rng, layout)
     width, height = 900, 1000
     img = Image.new("L", (width, height), 255)
     draw = ImageDraw.Draw(img)
@@ -174,24 +197,28 @@ def _questions(fields, rows) -> list[tuple[str, list[str], str, str]]:
     return qs
 
 
-def synthetic_tasks(count: int, seed: int = 0) -> list[DocTask]:
-    """`count` tasks, one page each, a deterministic function of (count index, seed)."""
+def synthetic_tasks(count: int, seed: int = 0, layout: str = "full") -> list[DocTask]:
+    """`count` tasks, one page each, a deterministic function of (count index, seed,
+    layout)."""
+    _check_layout(layout)
+    prefix = "syn" if layout == "full" else f"syn-{layout}"
     out = []
     for i in range(count):
         rng = random.Random(f"docvqa-synthetic/{seed}/{i}")
         doc_type = DOC_TYPES[rng.randrange(len(DOC_TYPES))]
-        png, fields, rows = render_page(doc_type, rng)
+        png, fields, rows = render_page(doc_type, rng, layout)
         question, answers, label, kind = rng.choice(_questions(fields, rows))
-        out.append(DocTask(f"syn{seed}:{i}", png, question, tuple(dict.fromkeys(answers)),
-                           doc_type, label, kind))
+        out.append(DocTask(f"{prefix}{seed}:{i}", png, question,
+                           tuple(dict.fromkeys(answers)), doc_type, label, kind))
     return out
 
 
-def page_text(task_seed: int, seed: int = 0) -> str:
+def page_text(task_seed: int, seed: int = 0, layout: str = "full") -> str:
     """The exact text printed on synthetic page `task_seed` (OCR accuracy's reference)."""
+    _check_layout(layout)
     rng = random.Random(f"docvqa-synthetic/{seed}/{task_seed}")
     doc_type = DOC_TYPES[rng.randrange(len(DOC_TYPES))]
-    title, fields, rows, closing = _layout(doc_type, rng)
+    title, fields, rows, closing = _page(doc_type, rng, layout)
     lines = [title] + [f"{label}: {value}" for label, value, _ in fields]
     if rows:
         lines.append("Item Qty Unit Price Amount")
@@ -266,12 +293,16 @@ _HUB_SOURCE = re.compile(r"(?P<id>[^:\[\]]+)(?::(?P<split>[^:\[\]]*(?:\[[^\]]*\]
                          r"(?::(?P<limit>\d*))?)?")
 
 
-def load_docs(source: str) -> list[DocTask]:
-    """`synthetic:COUNT:SEED`, or a dataset id with an optional `:SPLIT:LIMIT` (SPLIT may be
-    sliced: `lmms-lab/DocVQA:validation[50:]`)."""
+def load_docs(source: str, layout: str = "full") -> list[DocTask]:
+    """`synthetic:COUNT:SEED` (pages of `layout`), or a dataset id with an optional
+    `:SPLIT:LIMIT` (SPLIT may be sliced: `lmms-lab/DocVQA:validation[50:]`)."""
+    _check_layout(layout)
     if source.startswith("synthetic:"):
         _, count, seed = (source.split(":") + ["0"])[:3]
-        return synthetic_tasks(int(count), int(seed))
+        return synthetic_tasks(int(count), int(seed), layout)
+    if layout != "full":
+        raise ValueError(f"layout {layout!r} is for synthetic pages; {source!r} is a dataset "
+                         "id (its scans have their own layout)")
     return load_hub(*hub_source(source))
 
 

@@ -21,7 +21,7 @@ import re
 from esopt.chat import Conversation
 from esopt.data.docs import DocTask, image_name, load_docs
 from esopt.envs.anls import anls, exact_match
-from esopt.envs.base import Environment, StepResult, register
+from esopt.envs.base import Environment, StepResult, example_turns, register
 from esopt.runtime.sandbox import SandboxLimits, run_sandboxed
 
 SYSTEM = (
@@ -36,6 +36,17 @@ SYSTEM = (
 # A light harness when the page's OCR is cached (no onnxruntime import in the child), the
 # one that loads the OCR engine before the sandbox's guard when it is not.
 HARNESS, HARNESS_OCR = "esopt.tools.shell:run_commands", "esopt.tools.shell_ocr:run_commands"
+# The worked example (option `example`): one solved exchange before the task. SmolLM2-135M
+# then runs OCR and answers with a labelled value in nearly every episode (issue 37). Its
+# answer is not the page's first field: an example that asked for the first made 135M copy
+# the first ID-like value of every page (1 of 16 right; this one: 4 of 16).
+EXAMPLE = (
+    {"role": "user", "content": "Document: page.png\nQuestion: What is the Cashier?"},
+    {"role": "assistant", "content": "```bash\nocr page.png\n```"},
+    {"role": "user", "content": "```output\nRECEIPT\nStore: Harbor Lights\nCashier: Ana Ortiz\n"
+                                "Date: 03/05/2021\n```"},
+    {"role": "assistant", "content": "Final answer: Ana Ortiz"},
+)
 _BLOCK = re.compile(r"```(?:bash|sh|shell|console)\s*\n(.*?)(?:```|$)", re.DOTALL)
 _FINAL = re.compile(r"final answer\s*[:：]\s*(.+)", re.IGNORECASE)
 # OCR results by page hash, filled only from what the sandbox returned. OCR is
@@ -45,8 +56,8 @@ _OCR_CACHE_MAX = 4096
 
 
 @functools.lru_cache(maxsize=8)
-def _tasks(source: str) -> tuple[DocTask, ...]:
-    return tuple(load_docs(source))
+def _tasks(source: str, layout: str) -> tuple[DocTask, ...]:
+    return tuple(load_docs(source, layout))
 
 
 def tool_call(completion: str) -> str | None:
@@ -75,9 +86,11 @@ def remember_ocr(results: dict) -> None:
 
 @register("docvqa")
 class DocVQAEnv(Environment):
-    """Options: data (`synthetic:COUNT:SEED` or a dataset id, see `load_docs`), max_turns,
-    skill (text appended to the system prompt), tool limits (`ocr_s` more seconds when the
-    page must be OCRed), output_chars, ocr_cache (reuse a page's OCR text by its hash)."""
+    """Options: data (`synthetic:COUNT:SEED` or a dataset id, see `load_docs`), layout
+    (synthetic pages: full, or short: a few labelled fields, one asked), max_turns, skill
+    (text appended to the system prompt), tool limits (`ocr_s` more seconds when the page
+    must be OCRed), output_chars, ocr_cache (reuse a page's OCR text by its hash), example
+    (a solved exchange, OCR then the answer, before each task)."""
 
     stop = ("```output",)
     # The scored ANLS and exact-match accuracy (0 without a tool use, like the reward).
@@ -89,14 +102,16 @@ class DocVQAEnv(Environment):
     def __init__(self, data: str = "synthetic:64:0", max_turns: int = 4, skill: str = "",
                  max_new_tokens: int = 256, output_chars: int = 1500,
                  tool_wall_s: float = 20.0, tool_cpu_s: int = 10, tool_memory_mb: int = 2048,
-                 ocr_s: int = 120, ocr_cache: bool = True):
+                 ocr_s: int = 120, ocr_cache: bool = True, example: bool = False,
+                 layout: str = "full"):
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        self.data, self.tasks = data, _tasks(data)
+        self.data, self.layout, self.tasks = data, layout, _tasks(data, layout)
         if not self.tasks:
             raise ValueError(f"data: no documents in {data!r}")
         self.max_turns, self.skill, self.max_new_tokens = max_turns, skill, max_new_tokens
         self.output_chars, self.ocr_cache = output_chars, ocr_cache
+        self.example = example_turns(example, EXAMPLE)
         self.limits = SandboxLimits(wall_s=tool_wall_s, cpu_s=tool_cpu_s,
                                     memory_mb=tool_memory_mb, output_chars=output_chars)
         # A call that must OCR the page (not cached) gets `ocr_s` more wall and CPU seconds:
@@ -121,6 +136,7 @@ class DocVQAEnv(Environment):
         self.tool_outcomes: list[str] = []
         question = f"Document: {self.image_name}\nQuestion: {self.task.question}"
         self.messages = [{"role": "system", "content": self.system_prompt()},
+                         *self.example,
                          {"role": "user", "content": question}]
         return list(self.messages)
 
@@ -228,7 +244,9 @@ def oracle_answer(question: str, text: str) -> str:
 def oracle_policy(observation: Conversation) -> str:
     """The oracle's next completion: run `ocr page.png`, then answer from its output."""
     last = observation[-1]["content"]
-    first = next(m["content"] for m in observation if m["role"] == "user")
+    # The task's question: the last one asked (a worked example's comes before it).
+    first = next(m["content"] for m in reversed(observation)
+                 if m["role"] == "user" and m["content"].startswith("Document:"))
     if not last.startswith("```output"):
         name = re.search(r"Document: (\S+)", first)
         return f"Let me read the page.\n```bash\nocr {name.group(1) if name else 'page.png'}\n```"
