@@ -12,7 +12,7 @@ from esopt.chat import Completion, SamplingParams
 from esopt.envs import make_env, registered
 from esopt.web import server as web_server
 from esopt.web.agents import OracleAgent, RandomAgent, find_element, play
-from esopt.web.task import TASK_KINDS, Task, goto
+from esopt.web.task import TASK_KINDS, Task, click, goto, stop
 from esopt.web.tasks import all_tasks, in_split
 
 pytest.importorskip("flask")
@@ -186,3 +186,45 @@ def test_the_rollout_engine_plays_web_episodes_in_lockstep(env):
     eps = run_episodes(OraclePolicy(tasks), lambda: make_env("web"), seeds, SamplingParams())
     assert [e.success for e in eps] == [True] * 5 and all(e.reward == 1.0 for e in eps)
     assert [e.turns[0].info["task_id"] for e in eps] == [t.id for t in tasks]
+
+
+# --- issue 37: the short family and the worked example ----------------------------------
+
+def test_the_short_family_takes_two_actions_the_oracle_solves_and_a_wrong_link_fails(env):
+    # `env` (unused) stops the shared sites at the end of the module.
+    short = make_env("web", family="short", viewport_lines=20, max_chars=1500, max_turns=2)
+    tasks = short.tasks
+    assert sorted(Counter(t.site for t in tasks)) == ["cms", "forum", "gitlab", "map", "shop"]
+    assert all(t.check.kind == "url_match" and len(t.solution) == 2 for t in tasks)
+    assert [t.solution[1].verb for t in tasks] == ["stop"] * len(tasks)
+    assert Counter(t.solution[0].verb for t in tasks) == {"click": 29, "goto": 29}
+    assert not {t.id for t in tasks} & {t.id for t in all_tasks(0)}
+    assert set(all_tasks(0, split="test", family="short")) | set(
+        all_tasks(0, split="train", family="short")) == set(tasks)
+    # Solvable in the window and the turns the tiny scale gives: no scroll, two actions.
+    for i in range(short.num_tasks):
+        ok, actions = play(short, i, OracleAgent)
+        assert ok and len(actions) == 2 and "scroll" not in actions[0], (tasks[i], actions)
+    # A click on another link of the same page ends elsewhere: unsolved.
+    i = next(i for i, t in enumerate(tasks) if t.intent == "Open the category 'Park' of the map.")
+    wrong = (Task(**{**tasks[i].__dict__, "solution": (click("link", "Museum"), stop())}))
+    assert not play(short, i, lambda t: OracleAgent(wrong))[0]
+    for bad, says in (({"family": "easy"}, "family must be one of"),
+                      ({"family": "short", "webarena": "x.json"}, "family of the local"),
+                      ({"example": "yes"}, "example must be true or false")):
+        with pytest.raises(ValueError, match=says):
+            make_env("web", **bad)
+
+
+def test_the_worked_example_comes_before_every_observation(env):
+    from esopt.envs.web import EXAMPLE
+
+    short = make_env("web", family="short", split="test", example=True, max_turns=2)
+    obs = short.reset(0)
+    assert obs[1:-1] == list(EXAMPLE) and obs[-1]["content"].startswith(
+        f"OBJECTIVE: {short.task.intent}\n")
+    r = short.step("```scroll [down]```")
+    assert r.observation[1:-1] == list(EXAMPLE) and "PREVIOUS ACTION: scroll [down]" in (
+        r.observation[-1]["content"])
+    assert make_env("web", family="short", split="test").reset(0)[1:-1] == []
+    short.close()

@@ -19,13 +19,13 @@ from __future__ import annotations
 import secrets
 
 from esopt.chat import Conversation
-from esopt.envs.base import Environment, StepResult, register
+from esopt.envs.base import Environment, StepResult, example_turns, register
 from esopt.web.actions import parse_action
 from esopt.web.checks import task_passes
 from esopt.web.protocol import EPISODE_HEADER
 from esopt.web.sites import SITES
 from esopt.web.task import Task
-from esopt.web.tasks import SPLITS, all_tasks, in_split
+from esopt.web.tasks import SPLITS, all_tasks, check_family, in_split
 
 BROWSERS = ("text", "chromium")
 
@@ -42,10 +42,27 @@ SYSTEM = (
     "```stop [answer]``` finish, with the answer if the task asks a question (else empty)"
 )
 
+# The worked example (option `example`): two solved turns on a made-up site (a click, a
+# goto) before each observation. Without it SmolLM2-135M rarely wrote an action at all;
+# with it, it does, but matches a link's name to its id only by chance (issue 37).
+EXAMPLE = (
+    {"role": "user", "content": "OBJECTIVE: Open the page 'Staff'.\nTab: Home | Intranet\n"
+     "URL: http://intranet.test/\n[1] link 'Home'\n[2] link 'Staff'\n[3] link 'Reports'\n"
+     "[4] heading 'Welcome'\n[5] link 'Help'\n(lines 1-5 of 5)"},
+    {"role": "assistant", "content": "```click [2]```"},
+    {"role": "user", "content": "OBJECTIVE: Go to the URL http://intranet.test/reports\n"
+     "Tab: Home | Intranet\nURL: http://intranet.test/\n[1] link 'Home'\n"
+     "[2] link 'Staff'\n[3] link 'Reports'\n[4] heading 'Welcome'\n[5] link 'Help'\n"
+     "(lines 1-5 of 5)"},
+    {"role": "assistant", "content": "```goto [http://intranet.test/reports]```"},
+)
+
 
 @register("web")
 class WebEnv(Environment):
     """Options: sites (comma-separated, default all five), split (all|train|test),
+    family (full: the standard tasks; short: one or two actions from a start page),
+    example (two solved turns before each observation),
     data_seed (the sites' data and tasks), max_turns, viewport_lines, max_chars, skill,
     browser (text: HTTP + HTML renderer, the default; chromium: Playwright + Chromium);
     webarena, webarena_urls, judge: a real WebArena deployment's tasks instead."""
@@ -56,7 +73,8 @@ class WebEnv(Environment):
     def __init__(self, sites: str = ",".join(SITES), split: str = "all", data_seed: int = 0,
                  max_turns: int = 15, viewport_lines: int = 60, max_chars: int = 6000,
                  skill: str = "", max_new_tokens: int = 256, browser: str = "text",
-                 webarena: str = "", webarena_urls: dict | None = None, judge: str = ""):
+                 webarena: str = "", webarena_urls: dict | None = None, judge: str = "",
+                 family: str = "full", example: bool = False):
         names = tuple(s.strip() for s in sites.split(",") if s.strip())
         unknown = [s for s in names if s not in SITES]
         if unknown or not names:
@@ -65,6 +83,10 @@ class WebEnv(Environment):
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if browser not in BROWSERS:
             raise ValueError(f"browser must be one of {BROWSERS}, got {browser!r}")
+        check_family(family)
+        if webarena and family != "full":
+            raise ValueError(f"family {family!r} is a family of the local sites' tasks; "
+                             "a WebArena deployment has its own")
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         if viewport_lines < 1 or max_chars < 100:
@@ -77,7 +99,7 @@ class WebEnv(Environment):
                                if in_split(t, split))
             self.origins = sorted(set((webarena_urls or {}).values()))
         else:
-            self.tasks = all_tasks(data_seed, names, split)
+            self.tasks = all_tasks(data_seed, names, split, family)
             self.origins = []
         if not self.tasks:
             raise ValueError(f"no tasks (webarena={webarena!r}, split={split!r})")
@@ -92,6 +114,7 @@ class WebEnv(Environment):
         self.viewport_lines, self.max_chars = viewport_lines, max_chars
         self.max_new_tokens, self.browser_kind = max_new_tokens, browser
         self.browser = None
+        self.example = example_turns(example, EXAMPLE)
         self._solved = False
 
     def system_prompt(self) -> str:
@@ -130,6 +153,7 @@ class WebEnv(Environment):
         if feedback:
             parts.append(f"FEEDBACK: {feedback}")
         return [{"role": "system", "content": self.system_prompt()},
+                *self.example,
                 {"role": "user", "content": "\n".join(parts)}]
 
     def step(self, completion: str) -> StepResult:
