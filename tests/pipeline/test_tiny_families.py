@@ -60,3 +60,26 @@ def test_web_evaluates_every_short_test_task_with_the_example():
     assert spec.horizon == 2 and seeds == list(range(held_out.num_tasks))
     assert all(len(t.solution) == 2 for t in held_out.tasks + train.tasks)
     assert not {t.id for t in held_out.tasks} & {t.id for t in train.tasks}
+
+
+@pytest.mark.parametrize("scale, section, option, bad, says", [
+    ("math", "env_options", "example", "yes", "example must be true or false"),
+    ("docvqa", "env_options", "layout", "tiny", "layout must be one of"),
+    ("docvqa", "eval", "layout", "tiny", "layout must be one of"),
+    ("web", "env_options", "family", "easy", "family must be one of"),
+    ("web", "env_options", "example", 1, "example must be true or false"),
+])
+def test_a_bad_value_of_a_new_option_fails_before_any_job_naming_the_key(scale, section,
+                                                                         option, bad, says):
+    from esopt.pipeline.config import ConfigError
+
+    if scale == "web":
+        pytest.importorskip("flask")
+    cfg = merge_config(yaml.safe_load((REPO / "config/config.yaml").read_text()),
+                       yaml.safe_load((REPO / f"config/scales/{scale}.yaml").read_text()))
+    options = (cfg[scale]["eval"].setdefault("env_options", {}) if section == "eval"
+               else cfg[scale]["env_options"])
+    options[option] = bad
+    key = f"{scale}.eval.env_options" if section == "eval" else f"{scale}.env"
+    with pytest.raises(ConfigError, match=rf"^{key}: .*{says}"):
+        run_specs(cfg)
