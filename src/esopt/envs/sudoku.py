@@ -74,7 +74,7 @@ def _easiest_move(board) -> tuple[int, int, int]:
 @register("sudoku")
 class SudokuEnv(Environment):
     """Sudoku with `blanks` (= H*) empty cells; options size, max_turns (default 3*H*),
-    reward (binary|cells|dense, see REWARDS), few_shot (example turns), action_format (verb|cell), puzzles
+    reward (binary|cells|dense: REWARDS), few_shot (example turns), action_format, puzzles
     (a JSONL puzzle file instead of generated boards; with `blanks` set, every board of
     the file must have that many blanks, and its size must be `size`)."""
 
