@@ -4,6 +4,10 @@ seconds and in ledger FLOPs, in one process. The wall time per FLOP of each is w
 run at matched training FLOPs (esopt.pipeline.budget). The model: bench_model.py.
 
     python benchmarks/countdown_costs.py [--threads 2] [--model DIR]
+        [--serving-dtypes float32 bfloat16-weights] [--units es grpo ppo]
+
+With two serving dtypes, each unit runs in both, back to back in the same process, so their
+ratio is measured under the same load.
 """
 
 from __future__ import annotations
@@ -42,41 +46,62 @@ def main() -> None:
     ap.add_argument("--es-reps", type=int, default=2)
     ap.add_argument("--grpo-steps", type=int, default=3)
     ap.add_argument("--ppo-steps", type=int, default=2)
+    ap.add_argument("--serving-dtypes", nargs="+", default=["float32"],
+                    choices=["float32", "bfloat16-weights"])
+    ap.add_argument("--units", nargs="+", default=["es", "grpo", "ppo"],
+                    choices=["es", "grpo", "ppo"])
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     by = specs(smollm2_dir(args.model))
     rows = []
-    spec = by[("esopt", 0)]
-    policy, _ = load_policy(spec.model, "hf", "float32", {})
+    for dtype in args.serving_dtypes:
+        if "es" in args.units:
+            rows += es_direction_costs(by[("esopt", 0)], dtype, args.es_reps)
+        for method, steps in (("grpo", args.grpo_steps), ("ppo", args.ppo_steps)):
+            if method in args.units:
+                rows += rl_step_costs(by[(method, 0)], dtype, steps)
+    for dtype in args.serving_dtypes:
+        for unit in ("es direction", "grpo step", "ppo step"):
+            mine = [r for r in rows if r["unit"] == unit and r["dtype"] == dtype]
+            if not mine:
+                continue
+            warm = mine[1:] or mine
+            s = sum(r["s"] for r in warm) / len(warm)
+            flops = sum(r["flops"] for r in warm) / len(warm)
+            print(f"{unit} [{dtype}]: {s:.1f} s, {flops / 1e12:.2f} TFLOPs, "
+                  f"{flops / s / 1e9:.0f} GFLOP/s, {s / warm[0]['episodes']:.2f} s per episode "
+                  "(after the first)")
+
+
+def es_direction_costs(spec, dtype: str, reps: int) -> list[dict]:
+    """One ES direction of the spec's tasks, `reps` times (the first also warms up)."""
+    rows = []
+    policy, _ = load_policy(spec.model, "hf", dtype, {})
     direction = ES(spec.es).ask(ES(spec.es).state_at(0))[0]
-    for _ in range(args.es_reps):  # the first also warms up
+    for _ in range(reps):
         t0 = time.perf_counter()
         episodes, _ = score_direction(policy, spec, 0, direction)
-        rows.append({"unit": "es direction", "s": time.perf_counter() - t0,
+        rows.append({"unit": "es direction", "dtype": dtype, "s": time.perf_counter() - t0,
                      "episodes": len(episodes),
                      "flops": rollout_flops(ModelShape.of_policy(policy), episodes)})
         print(json.dumps(rows[-1]), flush=True)
-    del policy
-    for method, steps in (("grpo", args.grpo_steps), ("ppo", args.ppo_steps)):
-        spec = by[(method, 0)]
-        policy, _ = load_policy(spec.model, "hf", "float32", {})
-        trainer = make_trainer(spec, policy)
-        for k in range(steps):
-            t0 = time.perf_counter()
-            stats = trainer.step(spec.env, spec.env_kwargs, rl_tasks(spec, k))
-            rows.append({"unit": f"{method} step", "s": time.perf_counter() - t0,
-                         "episodes": stats["episodes"], "flops": stats["flops"],
-                         "generate_s": stats["generate_s"], "score_s": stats["score_s"],
-                         "update_s": stats["update_s"]})
-            print(json.dumps(rows[-1]), flush=True)
-        del policy, trainer
-    for unit in ("es direction", "grpo step", "ppo step"):
-        warm = [r for r in rows if r["unit"] == unit][1:] or [r for r in rows
-                                                              if r["unit"] == unit]
-        s = sum(r["s"] for r in warm) / len(warm)
-        flops = sum(r["flops"] for r in warm) / len(warm)
-        print(f"{unit}: {s:.1f} s, {flops / 1e12:.2f} TFLOPs, {flops / s / 1e9:.0f} GFLOP/s, "
-              f"{s / warm[0]['episodes']:.2f} s per episode (after the first)")
+    return rows
+
+
+def rl_step_costs(spec, dtype: str, steps: int) -> list[dict]:
+    """`steps` training steps of the spec's RL method from the base model."""
+    rows = []
+    policy, _ = load_policy(spec.model, "hf", dtype, {})
+    trainer = make_trainer(spec, policy)
+    for k in range(steps):
+        t0 = time.perf_counter()
+        stats = trainer.step(spec.env, spec.env_kwargs, rl_tasks(spec, k))
+        rows.append({"unit": f"{spec.method} step", "dtype": dtype,
+                     "s": time.perf_counter() - t0, "episodes": stats["episodes"],
+                     "flops": stats["flops"], "generate_s": stats["generate_s"],
+                     "score_s": stats["score_s"], "update_s": stats["update_s"]})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 if __name__ == "__main__":

@@ -70,6 +70,39 @@ def test_shaped_reward_counts_correct_cells():
     assert result.done and result.reward == pytest.approx(2 / 5)
 
 
+def _dense_return(env, moves) -> float:
+    total, result = 0.0, None
+    for move in moves:
+        result = env.step(move)
+        total += result.reward
+        if result.done:
+            break
+    assert result.done
+    return total
+
+
+@pytest.mark.parametrize("solve_turn, expected", [(1, 1.0), (2, 2 / 3), (3, 1 / 3)])
+def test_dense_reward_at_h1_pays_an_earlier_solve_more(solve_turn, expected):
+    """H*=1, 3 turns: the return is the fraction correct averaged over the turn budget."""
+    env = make_env("sudoku", size=4, blanks=1, few_shot=0, reward="dense")
+    env.reset(0)
+    moves = ["nonsense"] * (solve_turn - 1) + [env.oracle_action()] + ["nonsense"] * 3
+    assert _dense_return(env, moves) == pytest.approx(expected)
+    assert env.success
+
+
+def test_dense_reward_pays_partial_progress_from_the_move_that_made_it():
+    env = make_env("sudoku", size=4, blanks=2, few_shot=0, reward="dense")  # 6 turns
+    env.reset(1)
+    first = env.step(env.oracle_action())
+    assert not first.done and first.reward == pytest.approx(0.5 / 6)
+    # Five misses: 1 correct cell of 2 on each of the 6 turns of the budget.
+    assert first.reward + _dense_return(env, ["nonsense"] * 5) == pytest.approx(0.5)
+    assert not env.success
+    env.reset(1)
+    assert _dense_return(env, ["nonsense"] * 6) == 0.0
+
+
 def test_observation_shows_board_empties_and_prefill():
     env = make_env("sudoku", blanks=5, few_shot=2)
     obs = env.reset(0)
@@ -102,7 +135,7 @@ def test_bad_options_fail_clearly():
     with pytest.raises(ValueError, match="unknown environment"):
         make_env("chess")
     with pytest.raises(ValueError, match="reward"):
-        make_env("sudoku", reward="dense")
+        make_env("sudoku", reward="shaped")
     with pytest.raises(ValueError, match="bad options"):
         make_env("sudoku", colour="red")
 

@@ -27,7 +27,13 @@ from esopt.envs.sudoku_board import (
     render,
 )
 
-REWARDS = ("binary", "cells")
+# binary: 1 when solved (the paper). cells: correct cells / H* at the end. dense: every
+# turn of the budget pays the fraction of cells correct after it, so the return is that
+# fraction averaged over the turn budget (turns after the end count as the last board):
+# solving at turn k of T pays (T - k + 1) / T, partial progress pays from the move that
+# made it. At H*=1 binary and cells give 0 or 1; dense tells a first-turn solve from a
+# third-turn one, a signal ES can rank directions by (issue 37 item 4).
+REWARDS = ("binary", "cells", "dense")
 
 # How the agent is asked to write its move; the parser accepts both (and JSON) either way.
 # "verb" is the paper's wording. "cell" copies the cell names of the empty-cell list:
@@ -68,7 +74,7 @@ def _easiest_move(board) -> tuple[int, int, int]:
 @register("sudoku")
 class SudokuEnv(Environment):
     """Sudoku with `blanks` (= H*) empty cells; options size, max_turns (default 3*H*),
-    reward (binary|cells), few_shot (example turns), action_format (verb|cell), puzzles
+    reward (binary|cells|dense: REWARDS), few_shot (example turns), action_format, puzzles
     (a JSONL puzzle file instead of generated boards; with `blanks` set, every board of
     the file must have that many blanks, and its size must be `size`)."""
 
@@ -182,12 +188,17 @@ class SudokuEnv(Environment):
         solved = self.success
         done = solved or self.turn >= self.max_turns
         info["cells_correct"] = self.cells_correct()
-        if not done:
+        fraction = info["cells_correct"] / self.blanks
+        if self.reward_kind == "dense":
+            # This turn's share, and at the end the turns left over, each at this board.
+            turns_paid = 1 + (self.max_turns - self.turn if done else 0)
+            reward = fraction * turns_paid / self.max_turns
+        elif not done:
             reward = 0.0
         elif self.reward_kind == "binary":
             reward = float(solved)
         else:
-            reward = info["cells_correct"] / self.blanks
+            reward = fraction
         # One part: the board (no format reward; `parsed` and `valid` say how moves read).
         info[REWARD_COMPONENTS] = {"solved" if self.reward_kind == "binary" else "cells":
                                    reward}
