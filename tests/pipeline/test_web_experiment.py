@@ -75,7 +75,7 @@ def test_tables_4_and_12_and_figure_10_from_evaluation_files(tmp_path):
                     _write(s, f"eval/gen{g:03d}.parquet", [False] * 8)
                 _write(s, "eval/gen003.parquet", fin)
                 _write(s, "final/eval.parquet", fin)
-        assert site_successes("results/web/h4/base/seed0/skill/eval.parquet",
+        assert site_successes(f"results/web/h{specs[0].horizon}/base/seed0/skill/eval.parquet",
                               specs[0].eval_env_kwargs)[sites[0]][0] is True
         header, rows = table4(specs)
         assert header[:7] == ["Turns", "Condition", "Reddit", "GitLab", "CMS", "Map", "OSS"]
@@ -125,7 +125,8 @@ def test_the_evaluation_stage_plays_web_episodes_with_a_tiny_model(tiny_dir, tmp
     summary = evaluate_checkpoint(spec, str(tiny_dir), 0, str(out))
     assert summary.failed == 0 and summary.success_mean == 0.0  # random weights
     table = pq.read_table(out).to_pylist()
-    assert [r["task_seed"] for r in table] == [0, 1, 2, 3, 4]
+    assert spec.eval_repeats == 2  # the scale's repeats: every task played twice, in order
+    assert [r["task_seed"] for r in table] == [0, 1, 2, 3, 4] * spec.eval_repeats
     assert all(r["num_turns"] == spec.horizon for r in table)  # the budget ran out
     assert eval_summary(out).success_mean == 0.0
     assert set(site_successes(out, spec.eval_env_kwargs)) == {"all", "forum", "gitlab", "cms",

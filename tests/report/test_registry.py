@@ -95,7 +95,9 @@ def test_trace2skill_adds_the_skill_evaluations_where_the_config_says_so():
     without = ReportContext(tuple(specs))
     with_skills = ReportContext(tuple(specs), skill_experiments=("web",))
     skills = {f for f in get_part("web").input_files(with_skills) if "/skill/" in f}
-    assert skills == {f"results/web/h4/{m}/seed0/skill/eval.parquet" for m in ("base", "esopt")}
+    horizon = specs[0].horizon
+    assert skills == {f"results/web/h{horizon}/{m}/seed0/skill/eval.parquet"
+                      for m in ("base", "esopt")}
     assert not any("/skill/" in f for f in get_part("web").input_files(without))
     # Web's skills are Table 12's, never Table 3's
     assert not get_part("math").is_active(with_skills)

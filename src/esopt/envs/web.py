@@ -24,7 +24,7 @@ from esopt.web.actions import parse_action
 from esopt.web.checks import task_passes
 from esopt.web.protocol import EPISODE_HEADER
 from esopt.web.sites import SITES
-from esopt.web.task import Task
+from esopt.web.task import Task, site_alias
 from esopt.web.tasks import SPLITS, all_tasks, check_family, in_split
 
 BROWSERS = ("text", "chromium")
@@ -214,11 +214,6 @@ class WebEnv(Environment):
     @property
     def success(self) -> bool:
         return self._solved
-
-
-def site_alias(site: str) -> str:
-    """The stable origin a local site is shown under (.test: reserved, never resolves)."""
-    return f"http://{site}.test"
 
 
 def _expected(task: Task) -> str:

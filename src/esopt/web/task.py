@@ -16,6 +16,11 @@ CHECK_KINDS = ("exact_match", "must_include", "url_match", "db", "program_html",
 TASK_KINDS = ("info", "navigation", "content")
 
 
+def site_alias(site: str) -> str:
+    """The stable origin a local site is shown under (.test: reserved, never resolves)."""
+    return f"http://{site}.test"
+
+
 @dataclass(frozen=True)
 class Check:
     """How an episode is judged: `reference` for answers, URLs and page contents (an entry

@@ -9,8 +9,7 @@ data, checks and actions as the standard tasks.
 
 from __future__ import annotations
 
-from esopt.envs.web import site_alias  # the origin the prompt shows (a .test name)
-from esopt.web.task import Check, Task, click, goto, stop
+from esopt.web.task import Check, Task, click, goto, site_alias, stop
 
 GITLAB_PROJECTS = 2
 """Projects of the code host's start page that a 20-line window shows (the page lists
