@@ -5,14 +5,17 @@ run at matched training FLOPs (esopt.pipeline.budget). The model: bench_model.py
 
     python benchmarks/countdown_costs.py [--threads 2] [--model DIR]
         [--serving-dtypes float32 bfloat16-weights] [--units es grpo ppo]
+        [--micro-batches 8 16]
 
 With two serving dtypes, each unit runs in both, back to back in the same process, so their
-ratio is measured under the same load.
+ratio is measured under the same load. With several micro-batch sizes, each RL step runs in
+each (the batch of a step is the same; only how much of it one forward/backward holds).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -50,6 +53,8 @@ def main() -> None:
                     choices=["float32", "bfloat16-weights"])
     ap.add_argument("--units", nargs="+", default=["es", "grpo", "ppo"],
                     choices=["es", "grpo", "ppo"])
+    ap.add_argument("--micro-batches", nargs="+", type=int, default=[],
+                    help="RL micro-batch sizes to time (default: the scale's)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     by = specs(smollm2_dir(args.model))
@@ -58,13 +63,21 @@ def main() -> None:
         if "es" in args.units:
             rows += es_direction_costs(by[("esopt", 0)], dtype, args.es_reps)
         for method, steps in (("grpo", args.grpo_steps), ("ppo", args.ppo_steps)):
-            if method in args.units:
-                rows += rl_step_costs(by[(method, 0)], dtype, steps)
+            if method not in args.units:
+                continue
+            spec = by[(method, 0)]
+            for mb in args.micro_batches or [spec.rl.micro_batch]:
+                rows += rl_step_costs(dataclasses.replace(
+                    spec, rl=dataclasses.replace(spec.rl, micro_batch=mb)), dtype, steps)
+    units = sorted({(r["unit"], r.get("micro_batch", 0)) for r in rows})
     for dtype in args.serving_dtypes:
-        for unit in ("es direction", "grpo step", "ppo step"):
-            mine = [r for r in rows if r["unit"] == unit and r["dtype"] == dtype]
+        for unit, mb in units:
+            mine = [r for r in rows if r["unit"] == unit and r["dtype"] == dtype
+                    and r.get("micro_batch", 0) == mb]
             if not mine:
                 continue
+            if mb:
+                unit = f"{unit} (micro-batch {mb})"
             warm = mine[1:] or mine
             s = sum(r["s"] for r in warm) / len(warm)
             flops = sum(r["flops"] for r in warm) / len(warm)
@@ -97,7 +110,8 @@ def rl_step_costs(spec, dtype: str, steps: int) -> list[dict]:
         t0 = time.perf_counter()
         stats = trainer.step(spec.env, spec.env_kwargs, rl_tasks(spec, k))
         rows.append({"unit": f"{spec.method} step", "dtype": dtype,
-                     "s": time.perf_counter() - t0, "episodes": stats["episodes"],
+                     "micro_batch": spec.rl.micro_batch, "s": time.perf_counter() - t0,
+                     "episodes": stats["episodes"],
                      "flops": stats["flops"], "generate_s": stats["generate_s"],
                      "score_s": stats["score_s"], "update_s": stats["update_s"]})
         print(json.dumps(rows[-1]), flush=True)

@@ -46,8 +46,10 @@ def test_every_part_writes_its_own_files_each_with_a_caption_and_title():
 
 def test_the_default_tiny_run_has_the_sudoku_parts_table6_diagnostics_and_figure6():
     ctx = ReportContext.from_config(_config())
+    # and the Countdown comparison's page: GRPO runs beside ESOpt on Countdown (issue 37)
     assert [p.name for p in active_parts(ctx)] == ["sudoku_tables", "sudoku_figures", "table6",
-                                                   "diagnostics", "figure6"]
+                                                   "diagnostics", "figure6",
+                                                   "countdown_compare"]
     assert ctx.landscapes == ("results/sudoku/h1/esopt/seed0",) and ctx.skill_experiments == ()
     assert get_part("figure6").input_files(ctx) == [
         "results/sudoku/h1/esopt/seed0/landscape.parquet"]
@@ -66,8 +68,9 @@ def test_the_default_tiny_run_has_the_sudoku_parts_table6_diagnostics_and_figure
     outputs = report_outputs(ctx)
     assert "results/figures/fig6.png" in outputs and "results/tables/table3.csv" not in outputs
     # Tables 1, 2, 7 (3 files each), Figures 3, 7 and train_reward (2 each), Table 6, the
-    # diagnostics table and figure, Figure 6.
-    assert len(outputs) == 3 * 3 + 3 * 2 + 3 + (3 + 2) + 2
+    # diagnostics table and figure, Figure 6; Countdown Tables 1, 2 (3 each) and its FLOPs
+    # figure (2).
+    assert len(outputs) == 3 * 3 + 3 * 2 + 3 + (3 + 2) + 2 + (2 * 3 + 2)
 
 
 def test_a_part_the_config_lacks_is_refused_naming_it():

@@ -10,9 +10,12 @@ from tests.workflow.conftest import REPO, snakemake
 def test_dry_run_of_all_at_the_default_scale(workdir):
     out = snakemake(workdir, "-n", "all").stdout
     # ESOpt at H*=1 on Sudoku and on Countdown: 20 generations each, checkpoints 10 and
-    # 20 and the base model evaluated per experiment; Figure 6 is Sudoku's only
+    # 20 and the base model evaluated per experiment; GRPO on Countdown at matched FLOPs:
+    # one training job, its steps 32 and 64 evaluated; Figure 6 is Sudoku's only
     assert re.search(r"evaluate_directions\s+40\n", out) and "report_pdf" in out
-    assert re.search(r"evaluate_checkpoint\s+6\n", out) and "rl_train" not in out
+    assert re.search(r"evaluate_checkpoint\s+8\n", out) and re.search(r"rl_train\s+1\n", out)
+    assert "results/countdown/h1/grpo/seed0/eval/gen064.parquet" in out
+    assert re.search(r"report_countdown_compare\s+1\n", out)
     assert re.search(r"landscape\s+1\n", out) and re.search(r"report_figure6\s+1\n", out)
 
 
@@ -44,8 +47,8 @@ def test_dry_run_with_an_evaluation_only_model(workdir):
     out = snakemake(workdir, "-n", "all", "--config", "eval_models=[Qwen/Qwen3.5-27B]").stdout
     assert re.search(r"fetch_hub_model\s+1\n", out)
     # the default tiny run, per experiment (Sudoku, Countdown): base (generation 0) and
-    # ESOpt's 10 and 20, plus the new model's
-    assert re.search(r"evaluate_checkpoint\s+8\n", out) and "rl_train" not in out
+    # ESOpt's 10 and 20, plus the new model's; GRPO's two on Countdown
+    assert re.search(r"evaluate_checkpoint\s+10\n", out) and re.search(r"rl_train\s+1\n", out)
     for exp in ("sudoku", "countdown"):
         assert f"results/{exp}/h1/base_qwen_qwen3_5_27b/seed0/eval/gen000.parquet" in out
     assert "results/tables/table1.csv" in out
