@@ -192,6 +192,30 @@ def test_update_on_a_shard_equals_the_shard_of_the_update():
     assert torch.allclose(whole["w"].double(), ref, atol=1e-6)
 
 
+def test_the_update_has_the_same_bits_on_any_number_of_threads():
+    """The directions' chunks are drawn on torch's threads; the sum keeps direction order,
+    so the bits are those of the one-thread loop (written out here), chunk after chunk."""
+    seeds, coeffs, scale = [7, 3, 11, 5, 2], [0.5, -1.25, 2.0, 0.0, -0.75], 0.01
+    base = {"a": torch.randn(2 * NOISE_BLOCK + 1234), "b": torch.randn(3, 77)}
+    expected = {}
+    for name, t in base.items():
+        acc = torch.zeros(t.numel())
+        for seed, c in zip(seeds, coeffs, strict=True):
+            if c:
+                acc.add_(draw(seed, name, 0, t.numel()).mul_(c))
+        expected[name] = t.view(-1) + acc.mul_(scale)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2, 4):
+            torch.set_num_threads(threads)
+            tensors = {n: t.clone() for n, t in base.items()}
+            add_noise_sum_(tensors, seeds, coeffs, scale)
+            for name, t in tensors.items():
+                assert torch.equal(t.view(-1), expected[name]), (threads, name)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_fingerprint_depends_on_seed_and_names():
     names = ["a.weight", "b.weight"]
     fp = noise_fingerprint(7, names)
