@@ -27,7 +27,9 @@ def test_the_default_tiny_run_is_esopt_against_base_with_statistics():
     assert sorted({s.experiment for s in runs}) == ["countdown", "sudoku"]
     for experiment in ("sudoku", "countdown"):
         specs = {s.method: s for s in runs if s.experiment == experiment}
-        assert sorted(specs) == ["base", "esopt"] and {s.horizon for s in specs.values()} == {1}
+        # GRPO beside ESOpt on Countdown (issue 37), at ESOpt's training FLOPs
+        methods = ["base", "esopt", "grpo"] if experiment == "countdown" else ["base", "esopt"]
+        assert sorted(specs) == methods and {s.horizon for s in specs.values()} == {1}
         esopt = specs["esopt"]
         assert esopt.env == experiment
         assert esopt.generations >= 20 and esopt.eval_tasks >= 128  # issue 22's protocol
@@ -37,6 +39,9 @@ def test_the_default_tiny_run_is_esopt_against_base_with_statistics():
     assert countdown.run_dir == "results/countdown/h1/esopt/seed0"
     assert countdown.env_kwargs == {"count": 2, "max_number": 10, "few_shot": 3}
     assert countdown.es.population_size == 16 and countdown.tasks_per_direction == 16
+    grpo = next(s for s in runs if (s.experiment, s.method) == ("countdown", "grpo"))
+    assert grpo.rl.steps == 64 and grpo.eval_tasks == countdown.eval_tasks
+    assert grpo.kept_generations() == [0, 32, 64]  # the FLOPs of ESOpt's generations 0, 10, 20
 
 
 def test_table1_config_gives_one_spec_per_horizon_method_seed():
