@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import torch
 
@@ -218,35 +219,29 @@ def noise_sum_chunks(tensors: Mapping[str, torch.Tensor], seeds: Sequence[int],
         numels = {n: t.numel() for n, t in tensors.items()}
         ranges = [subspace_ranges(s, numels) for s in subspaces]
     threads = min(torch.get_num_threads(), len(seeds))
+    # The directions' chunks are drawn on the job's threads (_in_step); CoPES's subspace
+    # sums draw range by range in their own loop.
     pool = ThreadPoolExecutor(threads, "esopt-noise") if threads > 1 and not subspaces else None
-    try:
-        yield from _noise_sums(tensors, seeds, coeffs, scale, regions, subspaces,
-                               ranges if subspaces else None, pool)
-    finally:
-        if pool is not None:
-            pool.shutdown()
-
-
-def _noise_sums(tensors, seeds, coeffs, scale, regions, subspaces, ranges, pool):
-    """noise_sum_chunks after its checks (`pool`: where the directions' chunks are drawn)."""
-    for name, tensor in tensors.items():
-        if tensor.dtype != torch.float32 or not tensor.is_contiguous():
-            raise ValueError(f"{name}: the update needs a contiguous float32 tensor, "
-                             f"got {tensor.dtype}")
-        if subspaces:
-            for target, delta in _subspace_noise_sum(tensor.view(-1), name, seeds, coeffs,
-                                                     scale, [r.get(name, []) for r in ranges]):
-                yield name, target, delta
-            continue
-        region = None if regions is None else regions.get(name)
-        streams = [_target_chunks(s, name, tensor, region) for s in seeds]
-        for chunks in _in_step(streams, pool):
-            target = chunks[0][0]
-            acc = torch.zeros_like(target)
-            for (_, eps), c in zip(chunks, coeffs, strict=True):
-                if c:
-                    acc.add_(eps.mul_(c))
-            yield name, target, acc.mul_(scale)
+    with pool or nullcontext():
+        for name, tensor in tensors.items():
+            if tensor.dtype != torch.float32 or not tensor.is_contiguous():
+                raise ValueError(f"{name}: the update needs a contiguous float32 tensor, "
+                                 f"got {tensor.dtype}")
+            if subspaces:
+                for target, delta in _subspace_noise_sum(
+                        tensor.view(-1), name, seeds, coeffs, scale,
+                        [r.get(name, []) for r in ranges]):
+                    yield name, target, delta
+                continue
+            region = None if regions is None else regions.get(name)
+            streams = [_target_chunks(s, name, tensor, region) for s in seeds]
+            for chunks in _in_step(streams, pool):
+                target = chunks[0][0]
+                acc = torch.zeros_like(target)
+                for (_, eps), c in zip(chunks, coeffs, strict=True):
+                    if c:
+                        acc.add_(eps.mul_(c))
+                yield name, target, acc.mul_(scale)
 
 
 def _in_step(streams: list[Iterator], pool: ThreadPoolExecutor | None) -> Iterator[list]:
