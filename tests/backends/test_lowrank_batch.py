@@ -9,31 +9,36 @@ from esopt.es.schedules import SigmaSchedule
 from esopt.es.strategy import ES, Direction, ESConfig
 
 
+@pytest.mark.parametrize("rows", [[2, 0, 1, 0, 3], [0, 0, 1, 1, 2, 2, 3, 3], [3, 1, 1, 3]],
+                         ids=["unordered-uneven", "member-major", "members-absent"])
 @pytest.mark.parametrize("vectors", [True, False], ids=["vectors", "matrices-only"])
-def test_batched_lowrank_forward_equals_sequential_perturbations(tiny_arch_policy, vectors):
+def test_batched_lowrank_forward_equals_sequential_perturbations(tiny_arch_policy, vectors,
+                                                                 rows):
     """EGGROLL's defaults (mirrored pairs, full-rank noise on the norms' vectors and the
     Qwen2's biases) and matrices only: each row gets its member's perturbation, up to
-    float rounding."""
+    float rounding, whatever the rows' order: member-major with equal counts (the batched
+    matmuls run on a view of the batch), unordered and uneven, or with members absent
+    (both padded)."""
     es = ES(ESConfig(population_size=4, rank=2, run_seed=4, antithetic=vectors,
                      full_rank_vectors=vectors,
                      sigma=SigmaSchedule("constant", 3e-2, 3e-2, 1)))
     directions = es.ask(es.init())
-    ids = torch.tensor([[5, 17, 300, 42, 7, 99]])
-    rows = [2, 0, 1, 0, 3]
+    # Each row its own tokens, so a row computed in another row's place shows.
+    ids = torch.randint(0, 400, (len(rows), 6), generator=torch.Generator().manual_seed(3))
     policy = tiny_arch_policy
     with torch.inference_mode():
-        base = policy.model(input_ids=ids).logits[0]
+        base = policy.model(input_ids=ids).logits
         seq = []
         for d in directions:
             with policy.perturbed(d):
-                seq.append(policy.model(input_ids=ids).logits[0])
+                seq.append(policy.model(input_ids=ids).logits)
         with population(policy, directions) as set_members:
             set_members(rows)
-            batched = policy.model(input_ids=ids.repeat(len(rows), 1)).logits
-        after = policy.model(input_ids=ids).logits[0]
+            batched = policy.model(input_ids=ids).logits
+        after = policy.model(input_ids=ids).logits
     for row, member in enumerate(rows):
-        assert (seq[member] - base).abs().max() > 1e-3  # the perturbation shows
-        torch.testing.assert_close(batched[row], seq[member], atol=2e-5, rtol=1e-4)
+        assert (seq[member][row] - base[row]).abs().max() > 1e-3  # the perturbation shows
+        torch.testing.assert_close(batched[row], seq[member][row], atol=2e-5, rtol=1e-4)
     assert torch.equal(after, base)  # hooks removed, vectors swapped back: theta again
     assert isinstance(policy.model.model.norm.weight, torch.nn.Parameter)
 

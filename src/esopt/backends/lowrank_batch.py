@@ -12,6 +12,13 @@ weights (lm_head = embed_tokens) share one (A, B), as they share one noise in th
 sequential path. Exact up to float rounding against perturbed(direction) (a test bounds
 the logits' difference).
 
+The corrections run member-major: the batch viewed as [members, rows each * tokens, n]
+(a view when the rows come member by member in equal numbers, as the population scorer
+orders them; otherwise padded), two batched matmuls per Linear against the members'
+stacked B [P, n, r] and A^T [P, r, m]. Gathering each row's factors instead (b[m]:
+[rows, n, r], for the tied head [rows, 49152, r]) copied megabytes per Linear per step
+(benchmarks/population.py measures both).
+
 vLLM would need the same term inside its fused linear kernels (a LoRA-like per-request
 adapter: vLLM's punica LoRA kernels compute x B A^T per request with per-request adapter
 ids, so each member would be registered as a rank-r LoRA adapter with A scaled by s_i).
@@ -30,6 +37,45 @@ from esopt.es.lowrank import factors, is_lowrank
 from esopt.es.strategy import Direction
 
 
+class _Layout:
+    """Where each batch row sits in the member-major layout [P members, slots, ...]: rows
+    grouped by member (stable order), each member's group padded with zero rows to the
+    largest (a member without rows gets only padding). When every member has the same
+    number of rows, already in member order (how the population scorer orders them), the
+    layout is a view of the batch: no copy."""
+
+    def __init__(self, members: torch.Tensor, population_size: int):
+        if members.numel() and not (0 <= int(members.min()) and
+                                    int(members.max()) < population_size):
+            raise ValueError(f"members out of range [0, {population_size})")
+        self.size = population_size
+        counts = torch.bincount(members, minlength=population_size)
+        self.slots = int(counts.max()) if members.numel() else 0
+        ordered = bool((members[1:] >= members[:-1]).all())
+        self.is_view = ordered and bool((counts == self.slots).all())
+        if not self.is_view:
+            order = torch.argsort(members, stable=True)
+            start = torch.cumsum(counts, 0) - counts  # first sorted row of each member
+            pos = torch.empty_like(members)
+            pos[order] = torch.arange(len(members)) - start[members[order]]
+            self.slot = members * self.slots + pos    # row -> its flat padded slot
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """[rows, *rest, k] -> [P, slots * prod(rest), k]."""
+        k = x.shape[-1]
+        if self.is_view:
+            return x.reshape(self.size, -1, k)
+        padded = x.new_zeros((self.size * self.slots, *x.shape[1:]))
+        padded[self.slot] = x
+        return padded.view(self.size, -1, k)
+
+    def add_to(self, out: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        """out [rows, *rest, k] += delta, given in the layout [P, slots * prod(rest), k]."""
+        if self.is_view:
+            return out.add_(delta.view(out.shape))
+        return out.add_(delta.view(-1, *out.shape[1:])[self.slot])
+
+
 class _Population:
     def __init__(self, policy, directions: Sequence[Direction]):
         ranks = {d.rank for d in directions}
@@ -38,10 +84,15 @@ class _Population:
         rank = ranks.pop()
         dev = next(policy.model.parameters()).device
         dtype = next(policy.model.parameters()).dtype
+        self.size = len(directions)
         self.scale = torch.tensor([d.sign * d.sigma / math.sqrt(rank) for d in directions],
                                   dtype=dtype, device=dev)
-        self.members = torch.zeros(1, dtype=torch.long, device=dev)
+        self.scale_3d = self.scale.view(-1, 1, 1)
         self.factors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        # Linear: (B [P, n, r], A^T [P, r, m]); embedding: (A [P, m, r], B^T [P, r, n]):
+        # the operands of the two batched matmuls, contiguous, made once per population.
+        self.linear: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.embedding: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         # name -> [P, *shape]: each member's perturbed copy of a non-matrix tensor (norm
         # weights, biases), written by the policy's own perturbation arithmetic.
         self.vectors: dict[str, torch.Tensor] = {}
@@ -55,29 +106,41 @@ class _Population:
                 for j, d in enumerate(directions):
                     policy.write_perturbed(d, name, stack[j].view(-1))
                 self.vectors[name] = stack.to(dev, dtype)
+        self.set_members(torch.zeros(1, dtype=torch.long, device=dev))
+
+    def set_members(self, members: torch.Tensor) -> None:
+        self.members = members
+        self.layout = _Layout(members, self.size)
+
+    def prepare_linear(self, name: str) -> None:
+        if name not in self.linear:
+            a, b = self.factors[name]
+            self.linear[name] = (b.contiguous(), a.transpose(1, 2).contiguous())
+
+    def prepare_embedding(self, name: str) -> None:
+        if name not in self.embedding:
+            a, b = self.factors[name]
+            self.embedding[name] = (a.contiguous(), b.transpose(1, 2).contiguous())
 
     def linear_hook(self, name, bias: str | None = None):
         def hook(module, inputs, out):
-            m = self.members
-            if name in self.factors:
-                a, b = self.factors[name]
-                xb = torch.einsum("b...n,bnr->b...r", inputs[0], b[m])
-                delta = torch.einsum("b...r,bmr->b...m", xb, a[m])
-                out = out + delta * self.scale[m].view(-1, *([1] * (out.dim() - 1)))
+            if name in self.linear:  # out += s (x B) A^T, one bmm pair per Linear
+                b, a_t = self.linear[name]
+                xb = torch.bmm(self.layout.gather(inputs[0]), b).mul_(self.scale_3d)
+                out = self.layout.add_to(out, torch.bmm(xb, a_t))
             if bias is not None:  # the row's member's bias in place of the served one
-                shift = self.vectors[bias][m] - module.bias
+                shift = self.vectors[bias][self.members] - module.bias
                 out = out + shift.view(shift.shape[0], *([1] * (out.dim() - 2)), -1)
             return out
         return hook
 
     def embedding_hook(self, name):
-        def hook(module, inputs, out):
-            a, b = self.factors[name]
-            m = self.members
+        def hook(module, inputs, out):  # out += s A[ids] B^T
+            a, b_t = self.embedding[name]
             ids = inputs[0]
-            rows = a[m.view(-1, *([1] * (ids.dim() - 1))), ids]  # (batch, ..., r)
-            delta = torch.einsum("b...r,bnr->b...n", rows, b[m])
-            return out + delta * self.scale[m].view(-1, *([1] * (out.dim() - 1)))
+            rows = a[self.members.view(-1, *([1] * (ids.dim() - 1))), ids]  # (batch, ..., r)
+            xa = self.layout.gather(rows).mul_(self.scale_3d)
+            return self.layout.add_to(out, torch.bmm(xa, b_t))
         return hook
 
 
@@ -94,9 +157,12 @@ def population(policy, directions: Sequence[Direction]) -> Iterator:
         vectors = {k: n for k, n in local.items() if n in pop.vectors}
         w = local.get("weight")
         if isinstance(module, nn.Linear) and (w in pop.factors or vectors):
+            if w in pop.factors:
+                pop.prepare_linear(w)
             handles.append(module.register_forward_hook(
                 pop.linear_hook(w, vectors.get("bias"))))
         elif isinstance(module, nn.Embedding) and w in pop.factors:
+            pop.prepare_embedding(w)
             handles.append(module.register_forward_hook(pop.embedding_hook(w)))
         elif vectors and len(vectors) == len(local):
             # Elementwise weights (norms): each row multiplies by its member's copy, [B, 1,
@@ -108,8 +174,10 @@ def population(policy, directions: Sequence[Direction]) -> Iterator:
     # A shared-prefix KV cache would be computed once for all rows, i.e. for one member.
     prefix_cache, policy.prefix_cache = policy.prefix_cache, False
 
+    pop.factors.clear()  # the hooks hold what they use, in their layouts
+
     def set_members(members) -> None:
-        pop.members = torch.as_tensor(members, dtype=torch.long, device=pop.scale.device)
+        pop.set_members(torch.as_tensor(members, dtype=torch.long, device=pop.scale.device))
         for module, k, name, _ in rowwise:
             module._parameters[k] = pop.vectors[name][pop.members].unsqueeze(1)
 
