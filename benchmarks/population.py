@@ -2,7 +2,7 @@
 
     python benchmarks/population.py [--model DIR] [--threads 2] [--quick]
         [--experiments countdown sudoku] [--G 16 64] [--ranks 1 4] [--tasks N]
-        [--paths plain lowrank fullrank fullrank-bf16w]
+        [--paths plain plain-prefix-per-member lowrank fullrank fullrank-bf16w]
 
 The generation: generation 0 of the tiny `all`'s H*=1 esopt run of each experiment
 (config/config.yaml + config/scales/tiny.yaml: its tasks, the train decoder with its
@@ -12,6 +12,9 @@ tasks, in one process on one loaded model:
   plain:     (a) the ceiling: the same G x tasks episodes by the base model in one
              lockstep batch (the population scorer's batch with no per-member term and
              the shared prompt prefix encoded once);
+  plain-prefix-per-member: (a') the same, the prefix encoded once per group, as every ES
+             path must (each member reads the prefix through its own weights): (b)/(a')
+             is what the per-member terms cost, (a')/(a) what the prefix costs ES;
   lowrank:   (b) low-rank ES at each --ranks r (the run's ES config with rank r, EGGROLL's
              full-rank vector noise), the whole population scored as one batch by the
              pipeline's run_population_episodes (esopt.backends.lowrank_batch);
@@ -23,8 +26,17 @@ Printed per path (one JSON line each, as it finishes): wall time, episodes/s, pr
 generated tokens/s (the ledger's counts: the whole prompt of every turn), time in model
 forwards with more than one new token (prefill: the kept prefix and each turn's suffix)
 and in one-token decode steps; per (experiment, G) the ratios (b)/(a) and (c)/(a) of
-episodes/s. --quick: Countdown, G=16, 4 tasks (a check that the script runs, not a
-measurement).
+episodes/s, and a table of every path at the end.
+
+The floor of (c): kernels measured at the start of the run at the same thread count (the
+best float32 matmul GFLOP/s over the model's projection shapes; the streaming read GB/s
+of a 1 GB tensor; torch.randn + add_ + copy_ over as many floats as the model has, one
+direction's perturb and restore). Every forward a path runs costs at least max(its FLOPs
+/ matmul GFLOP/s, its weights' bytes / read GB/s) (the meter counts the FLOPs of the real
+tokens: matmuls, attention over the context, the logits kept); full rank adds G perturb +
+restore floors. Printed for every path as forward_floor_s and floor_over_measured (floor
+time / wall time; for (c) with the perturb floors).
+--quick: Countdown, G=16, 4 tasks (a check that the script runs, not a measurement).
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ from dataclasses import replace
 import torch
 
 from bench_model import smollm2_dir
-from es_generation import ForwardMeter, tiny_spec
+from es_generation import ForwardMeter, matmul_ceiling, tiny_spec
 from esopt.agent.rollout import run_episode_groups
 from esopt.backends.hf import HFPolicy
 from esopt.backends.hf_population import PopulationScorer
@@ -52,17 +64,64 @@ from esopt.pipeline.objective import (
     train_tasks,
 )
 
-PATHS = ("plain", "lowrank", "fullrank", "fullrank-bf16w")
+PATHS = ("plain", "plain-prefix-per-member", "lowrank", "fullrank", "fullrank-bf16w")
+
+
+class FloorMeter(ForwardMeter):
+    """ForwardMeter that also sums every forward's floor: max(its FLOPs / the matmul
+    GFLOP/s, the model's weight bytes / the read GB/s)."""
+
+    def __init__(self, model, gflops: float, read_gb_s: float):
+        self.gflops, self.read_gb_s = gflops, read_gb_s
+        self.weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        super().__init__(model)
+
+    def reset(self):
+        super().reset()
+        self.floor_s = 0.0
+
+    def __call__(self, *args, **kwargs):
+        flops = self.flops
+        out = super().__call__(*args, **kwargs)
+        self.floor_s += max((self.flops - flops) / (self.gflops * 1e9),
+                            self.weight_bytes / (self.read_gb_s * 1e9))
+        return out
+
+
+def _best_s(fn, reps: int = 3) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def read_gb_per_s(mb: int = 1024) -> float:
+    """Streaming read bandwidth: a sum over `mb` MB of float32, far beyond the caches."""
+    x = torch.ones(mb * 2**20 // 4)
+    return x.numel() * 4 / _best_s(x.sum, 5) / 1e9
+
+
+def perturb_restore_floor_s(n: int) -> float:
+    """One full-rank direction's perturb + restore floor: randn + add_ + copy_ of n floats."""
+    noise, weights, master = torch.empty(n), torch.zeros(n), torch.zeros(n)
+    return (_best_s(lambda: torch.randn(n, out=noise))
+            + _best_s(lambda: weights.add_(noise, alpha=1e-3))
+            + _best_s(lambda: weights.copy_(master)))
 
 
 class PlainScorer(PopulationScorer):
     """(a): the population scorer's lockstep batch served by the base model: no
     per-member term, and the shared prefix encoded once (plain batched inference)."""
 
-    def __init__(self, policy: HFPolicy, groups: int):
+    def __init__(self, policy: HFPolicy, groups: int, shared_prefix: bool = True):
         super().__init__(policy, [None] * groups, grouped=lambda counts: nullcontext())
+        self.shared_prefix = shared_prefix
 
     def _prefix_kv(self, tokens: list[int]):
+        if not self.shared_prefix:  # (a'): one prefix row per group
+            return super()._prefix_kv(tokens)
         from transformers import DynamicCache
 
         from esopt.backends.hf import cache_kwarg
@@ -84,9 +143,9 @@ def directions(spec, g: int, rank: int | None):
 def score(path: str, policy: HFPolicy, spec, g: int, rank: int | None):
     """Each direction's (or, plain, each copy's) episodes of generation 0 on `path`."""
     make, seeds, sampling = env_factory(spec), train_tasks(spec, 0), train_sampling(spec, 0)
-    if path == "plain":
-        return run_episode_groups(PlainScorer(policy, g).generate_groups, make, seeds,
-                                  sampling, groups=g)
+    if path.startswith("plain"):
+        scorer = PlainScorer(policy, g, shared_prefix=path == "plain")
+        return run_episode_groups(scorer.generate_groups, make, seeds, sampling, groups=g)
     if path == "lowrank":
         return run_population_episodes(policy, directions(spec, g, rank), make, seeds,
                                        sampling)
@@ -112,6 +171,7 @@ def measure(path, policy, meter, spec, g, rank=None) -> dict:
         "executed_tokens": meter.tokens, "padding_tokens": meter.padded,
         "prefill_s": round(meter.prefill_s, 2), "decode_s": round(meter.decode_s, 2),
         "other_s": round(wall - meter.prefill_s - meter.decode_s, 2),
+        "forward_floor_s": round(meter.floor_s, 2),
         "mean_reward": round(sum(e.reward for e in eps) / len(eps), 4),
     }
 
@@ -130,7 +190,7 @@ def main() -> None:
     ap.add_argument("--G", nargs="+", type=int, default=[16, 64], help="population sizes")
     ap.add_argument("--ranks", nargs="+", type=int, default=[1, 4], help="low-rank ranks")
     ap.add_argument("--tasks", type=int, default=0, help="tasks per direction (0: the run's)")
-    ap.add_argument("--paths", nargs="+", choices=PATHS, default=["plain", "lowrank", "fullrank"])
+    ap.add_argument("--paths", nargs="+", choices=PATHS, default=["plain", "plain-prefix-per-member", "lowrank", "fullrank"])
     ap.add_argument("--quick", action="store_true",
                     help="Countdown, G=16, 4 tasks: checks that the script runs")
     args = ap.parse_args()
@@ -138,14 +198,20 @@ def main() -> None:
         args.experiments, args.G, args.tasks = ["countdown"], [16], args.tasks or 4
     args.model = smollm2_dir(args.model)
     torch.set_num_threads(args.threads)
+    gflops, read_gb_s = matmul_ceiling(), read_gb_per_s()
     policy = HFPolicy.load(args.model)
-    meter = ForwardMeter(policy.model)
+    pert_floor = perturb_restore_floor_s(policy.num_parameters)
+    meter = FloorMeter(policy.model, gflops, read_gb_s)
     bf16w = None
     if "fullrank-bf16w" in args.paths:
         bf16w = HFPolicy.load(args.model, serving_dtype="bfloat16-weights")
-        bf16w_meter = ForwardMeter(bf16w.model)
+        bf16w_meter = FloorMeter(bf16w.model, gflops, read_gb_s)
     print(f"model {args.model}, threads {args.threads}, paths {args.paths}, "
           f"ranks {args.ranks}", flush=True)
+    emit({"cpu_capability": torch.backends.cpu.get_cpu_capability(),
+          "matmul_gflop_per_s": round(gflops, 1), "read_gb_per_s": round(read_gb_s, 1),
+          "perturb_restore_floor_s": round(pert_floor, 3)})
+    table = []
     for experiment in args.experiments:
         spec = tiny_spec(args.model, experiment)
         if args.tasks:
@@ -166,6 +232,11 @@ def main() -> None:
                         row["path"] = path
                     else:
                         row = measure(path, policy, meter, spec, g, rank)
+                    floor = row["forward_floor_s"]
+                    if path.startswith("fullrank"):
+                        floor += g * pert_floor
+                        row["floor_s"] = round(floor, 2)
+                    row["floor_over_measured"] = round(floor / row["wall_s"], 3)
                     rows[row["path"]] = row
                     emit(row)
             if "plain" in rows:
@@ -175,6 +246,15 @@ def main() -> None:
                         "generated_tok_per_s": round(
                             r["generated_tok_per_s"] / base["generated_tok_per_s"], 3)}
                     for p, r in rows.items() if p != "plain"}})
+                for r in rows.values():
+                    r["over_plain"] = round(r["episodes_per_s"] / base["episodes_per_s"], 3)
+            table += rows.values()
+    print("\nexperiment  G   path                     wall_s  episodes/s  /plain  "
+          "floor/measured")
+    for r in table:
+        print(f"{r['experiment']:<10} {r['G']:>3}  {r['path']:<24} {r['wall_s']:>7.1f} "
+              f"{r['episodes_per_s']:>10.2f}  {r.get('over_plain', float('nan')):>6.3f}  "
+              f"{r['floor_over_measured']:>14.3f}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.workflow.conftest import REPO
 
 
@@ -50,10 +52,20 @@ def test_the_population_benchmark_runs_and_prints_its_ratios(tiny_dir):
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     paths = {r["path"]: r for r in rows if "path" in r}
-    assert set(paths) == {"plain", "lowrank-r2", "fullrank"}
+    assert set(paths) == {"plain", "plain-prefix-per-member", "lowrank-r2", "fullrank"}
     assert {(r["G"], r["tasks"], r["episodes"]) for r in paths.values()} == {(16, 4, 64)}
     # Plain inference encodes the shared prefix once, the population once per member.
     assert paths["plain"]["executed_tokens"] < paths["lowrank-r2"]["executed_tokens"]
+    assert paths["plain"]["executed_tokens"] < paths["plain-prefix-per-member"][
+        "executed_tokens"]
     ratios = next(r["ratios_vs_plain"] for r in rows if "ratios_vs_plain" in r)
-    assert set(ratios) == {"lowrank-r2", "fullrank"}
+    assert set(ratios) == {"plain-prefix-per-member", "lowrank-r2", "fullrank"}
     assert all(v["episodes_per_s"] > 0 for v in ratios.values())
+    # The floor: every forward's at least, plus full rank's G perturb + restore floors.
+    kernels = next(r for r in rows if "matmul_gflop_per_s" in r)
+    assert kernels["matmul_gflop_per_s"] > 0 and kernels["read_gb_per_s"] > 0
+    full = paths["fullrank"]
+    assert full["floor_s"] > full["forward_floor_s"] > 0
+    # (floor_s and wall_s are printed rounded to 0.01 s)
+    assert full["floor_over_measured"] == pytest.approx(full["floor_s"] / full["wall_s"],
+                                                        abs=0.01)
