@@ -38,6 +38,20 @@ def test_companion_methods_resolve_to_their_es_configs():
         assert RunSpec.from_json(s.to_json()) == s
 
 
+def test_lowrank_es_may_have_its_own_population():
+    """lowrank_es.population_size sets low-rank ES's G alone (issue 38: the G a
+    population batch buys); null keeps es.population_size; G < 2 is refused."""
+    specs = {s.method: s for s in run_specs(companion_config(
+        population_size=8, lowrank_es={"rank": 1, "population_size": 64}))}
+    assert specs["lowrank_es"].es.population_size == 64
+    assert {specs[m].es.population_size for m in ("vanilla_es", "copes", "async_es")} == {8}
+    same = {s.method: s for s in run_specs(companion_config(population_size=8,
+                                                           lowrank_es={"rank": 1}))}
+    assert same["lowrank_es"].es.population_size == 8
+    with pytest.raises(ConfigError, match="population_size"):
+        run_specs(companion_config(population_size=8, lowrank_es={"population_size": 1}))
+
+
 def test_default_methods_stay_the_papers():
     assert not {s.method for s in run_specs(base_config())} & {"copes", "async_es",
                                                               "lowrank_es"}

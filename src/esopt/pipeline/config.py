@@ -252,13 +252,14 @@ def landscape_runs(config: dict | Config) -> list[tuple[RunSpec, LandscapeSectio
 
 def _companion_options(es, method: str) -> dict:
     """ESConfig fields of the companion methods (over the shared ones): CoPES subspaces,
-    low-rank ES's rank, mirrored sampling and vector noise."""
+    low-rank ES's rank, mirrored sampling, vector noise and its own G."""
     if method == "copes":
         return {"subspaces": es.copes.subspaces, "subspace_chunk": es.copes.chunk_elements,
                 "subspace_normalisation": es.copes.normalisation}
     if method == "lowrank_es":
         return {"rank": es.lowrank_es.rank, "antithetic": es.lowrank_es.antithetic,
-                "full_rank_vectors": es.lowrank_es.full_rank_vectors}
+                "full_rank_vectors": es.lowrank_es.full_rank_vectors,
+                "population_size": es.lowrank_es.population_size or es.population_size}
     return {}
 
 

@@ -182,6 +182,10 @@ class LowRankSection:
                                      "1-D tensors (norms, biases) get full-rank Gaussian "
                                      "noise at sigma (EGGROLL's freeze_nonlora=False); false: "
                                      "only matrices are perturbed")
+    population_size: int | None = option(None, "G of this method (null: es.population_size): "
+                                               "a population batch scores many low-rank "
+                                               "members for little more than one",
+                                         minimum=2)
 
 
 @dataclass(frozen=True)
