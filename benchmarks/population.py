@@ -25,8 +25,10 @@ tasks, in one process on one loaded model:
 Printed per path (one JSON line each, as it finishes): wall time, episodes/s, prompt and
 generated tokens/s (the ledger's counts: the whole prompt of every turn), time in model
 forwards with more than one new token (prefill: the kept prefix and each turn's suffix)
-and in one-token decode steps; per (experiment, G) the ratios (b)/(a) and (c)/(a) of
-episodes/s, and a table of every path at the end.
+and in one-token decode steps (and their count); per (experiment, G) the ratios of
+episodes/s to (a) at its fastest member batch, and a table of every path at the end.
+--member-batches K ...: the batched paths also score K members (groups) per batch, one
+batch after another (the pipeline's runtime.population_batch), beside all G in one.
 
 The floor of (c): kernels measured at the start of the run at the same thread count (the
 best float32 matmul GFLOP/s over the model's projection shapes; the streaming read GB/s
@@ -79,9 +81,11 @@ class FloorMeter(ForwardMeter):
     def reset(self):
         super().reset()
         self.floor_s = 0.0
+        self.decode_steps = 0
 
     def __call__(self, *args, **kwargs):
         flops = self.flops
+        self.decode_steps += kwargs["input_ids"].shape[1] == 1
         out = super().__call__(*args, **kwargs)
         self.floor_s += max((self.flops - flops) / (self.gflops * 1e9),
                             self.weight_bytes / (self.read_gb_s * 1e9))
@@ -140,36 +144,45 @@ def directions(spec, g: int, rank: int | None):
     return es.ask(es.state_at(0))
 
 
-def score(path: str, policy: HFPolicy, spec, g: int, rank: int | None):
-    """Each direction's (or, plain, each copy's) episodes of generation 0 on `path`."""
+def score(path: str, policy: HFPolicy, spec, g: int, rank: int | None, batch: int = 0):
+    """Each direction's (or, plain, each copy's) episodes of generation 0 on `path`; the
+    batched paths take `batch` members (groups) per batch (0: all G in one)."""
     make, seeds, sampling = env_factory(spec), train_tasks(spec, 0), train_sampling(spec, 0)
-    if path.startswith("plain"):
-        scorer = PlainScorer(policy, g, shared_prefix=path == "plain")
-        return run_episode_groups(scorer.generate_groups, make, seeds, sampling, groups=g)
-    if path == "lowrank":
-        return run_population_episodes(policy, directions(spec, g, rank), make, seeds,
-                                       sampling)
-    return [score_direction(policy, spec, 0, d)[0] for d in directions(spec, g, None)]
+    if path.startswith("fullrank"):
+        return [score_direction(policy, spec, 0, d)[0] for d in directions(spec, g, None)]
+    out, k = [], batch or g
+    for start in range(0, g, k):
+        n = min(k, g - start)
+        if path.startswith("plain"):
+            scorer = PlainScorer(policy, n, shared_prefix=path == "plain")
+            out += run_episode_groups(scorer.generate_groups, make, seeds, sampling, groups=n)
+        else:
+            out += run_population_episodes(policy, directions(spec, g, rank)[start:start + n],
+                                           make, seeds, sampling)
+    return out
 
 
-def measure(path, policy, meter, spec, g, rank=None) -> dict:
+def measure(path, policy, meter, spec, g, rank=None, batch: int = 0) -> dict:
     """One timed path: throughput and where its time went."""
     meter.reset()
     t0 = time.perf_counter()
-    per_direction = score(path, policy, spec, g, rank)
+    per_direction = score(path, policy, spec, g, rank, batch)
     wall = time.perf_counter() - t0
     eps = [e for d in per_direction for e in d]
     prompt = sum(e.prompt_tokens for e in eps)
     gen = sum(e.completion_tokens for e in eps)
     return {
         "experiment": spec.experiment, "G": g, "tasks": spec.tasks_per_direction,
-        "path": path if rank is None else f"{path}-r{rank}", "wall_s": round(wall, 2),
+        "path": (path if rank is None else f"{path}-r{rank}") + (
+            f"/k{batch}" if 0 < batch < g else ""),
+        "wall_s": round(wall, 2),
         "episodes": len(eps), "episodes_per_s": round(len(eps) / wall, 3),
         "prompt_tok_per_s": round(prompt / wall, 1),
         "generated_tok_per_s": round(gen / wall, 2),
         "prompt_tokens": prompt, "generated_tokens": gen,
         "executed_tokens": meter.tokens, "padding_tokens": meter.padded,
         "prefill_s": round(meter.prefill_s, 2), "decode_s": round(meter.decode_s, 2),
+        "decode_steps": meter.decode_steps,
         "other_s": round(wall - meter.prefill_s - meter.decode_s, 2),
         "forward_floor_s": round(meter.floor_s, 2),
         "mean_reward": round(sum(e.reward for e in eps) / len(eps), 4),
@@ -190,7 +203,11 @@ def main() -> None:
     ap.add_argument("--G", nargs="+", type=int, default=[16, 64], help="population sizes")
     ap.add_argument("--ranks", nargs="+", type=int, default=[1, 4], help="low-rank ranks")
     ap.add_argument("--tasks", type=int, default=0, help="tasks per direction (0: the run's)")
-    ap.add_argument("--paths", nargs="+", choices=PATHS, default=["plain", "plain-prefix-per-member", "lowrank", "fullrank"])
+    ap.add_argument("--paths", nargs="+", choices=PATHS,
+                    default=["plain", "plain-prefix-per-member", "lowrank", "fullrank"])
+    ap.add_argument("--member-batches", nargs="*", type=int, default=[],
+                    help="also score the batched paths k members (groups) per batch, for "
+                         "each k < G given (default: all G members in one batch only)")
     ap.add_argument("--quick", action="store_true",
                     help="Countdown, G=16, 4 tasks: checks that the script runs")
     args = ap.parse_args()
@@ -219,40 +236,48 @@ def main() -> None:
         d = spec.train_decoder
         print(f"{experiment}: {spec.tasks_per_direction} tasks, decoder T={d.temperature} "
               f"top_p={d.top_p} top_k={d.top_k} max_new={d.max_new_tokens}", flush=True)
-        # Warm-up: the first forwards of a process are slower.
-        score("plain", policy, replace(spec, tasks_per_direction=1), 1, None)
+        # Warm-up on a batch of up to 16 members: the first forwards of a process, and the
+        # first touch of a batch's memory (the KV cache of its rows), are slower (measured:
+        # a 1-episode warm-up left (a) at G=16 slower than (a'), 26.0 s vs 20.6 s).
+        score("plain", policy, spec, min(args.G[0], 16), None)
         for g in args.G:
             rows = {}
-            for path in args.paths:
-                for rank in (args.ranks if path == "lowrank" else [None]):
-                    print(f"... {experiment} G={g} {path}{'' if rank is None else rank}",
-                          file=sys.stderr, flush=True)
-                    if path == "fullrank-bf16w":
-                        row = measure("fullrank", bf16w, bf16w_meter, spec, g)
-                        row["path"] = path
-                    else:
-                        row = measure(path, policy, meter, spec, g, rank)
-                    floor = row["forward_floor_s"]
-                    if path.startswith("fullrank"):
-                        floor += g * pert_floor
-                        row["floor_s"] = round(floor, 2)
-                    row["floor_over_measured"] = round(floor / row["wall_s"], 3)
-                    rows[row["path"]] = row
-                    emit(row)
-            if "plain" in rows:
-                base = rows["plain"]
-                emit({"experiment": experiment, "G": g, "ratios_vs_plain": {
-                    p: {"episodes_per_s": round(r["episodes_per_s"] / base["episodes_per_s"], 3),
-                        "generated_tok_per_s": round(
-                            r["generated_tok_per_s"] / base["generated_tok_per_s"], 3)}
-                    for p, r in rows.items() if p != "plain"}})
+            batches = sorted({k for k in args.member_batches if k < g} | {0})
+            runs = [(path, rank, k) for path in args.paths
+                    for rank in (args.ranks if path == "lowrank" else [None])
+                    for k in (batches if not path.startswith("fullrank") else [0])]
+            for path, rank, k in runs:
+                print(f"... {experiment} G={g} {path}{'' if rank is None else rank} k={k}",
+                      file=sys.stderr, flush=True)
+                if path == "fullrank-bf16w":
+                    row = measure("fullrank", bf16w, bf16w_meter, spec, g)
+                    row["path"] = path
+                else:
+                    row = measure(path, policy, meter, spec, g, rank, k)
+                floor = row["forward_floor_s"]
+                if path.startswith("fullrank"):
+                    floor += g * pert_floor
+                    row["floor_s"] = round(floor, 2)
+                row["floor_over_measured"] = round(floor / row["wall_s"], 3)
+                rows[row["path"]] = row
+                emit(row)
+            plain = [r for p, r in rows.items() if p.split("/")[0] == "plain"]
+            if plain:  # (a): plain inference at its fastest member batch
+                base = max(plain, key=lambda r: r["episodes_per_s"])
+                ratios = {p: {
+                    "episodes_per_s": round(r["episodes_per_s"] / base["episodes_per_s"], 3),
+                    "generated_tok_per_s": round(
+                        r["generated_tok_per_s"] / base["generated_tok_per_s"], 3)}
+                    for p, r in rows.items() if r is not base}
+                emit({"experiment": experiment, "G": g, "plain": base["path"],
+                      "ratios_vs_plain": ratios})
                 for r in rows.values():
                     r["over_plain"] = round(r["episodes_per_s"] / base["episodes_per_s"], 3)
             table += rows.values()
-    print("\nexperiment  G   path                     wall_s  episodes/s  /plain  "
+    print("\nexperiment  G   path (/kK: K members a batch)  wall_s  episodes/s  /plain  "
           "floor/measured")
     for r in table:
-        print(f"{r['experiment']:<10} {r['G']:>3}  {r['path']:<24} {r['wall_s']:>7.1f} "
+        print(f"{r['experiment']:<10} {r['G']:>3}  {r['path']:<30} {r['wall_s']:>7.1f} "
               f"{r['episodes_per_s']:>10.2f}  {r.get('over_plain', float('nan')):>6.3f}  "
               f"{r['floor_over_measured']:>14.3f}")
 

@@ -69,11 +69,14 @@ class _Layout:
         padded[self.slot] = x
         return padded.view(self.size, -1, k)
 
-    def add_to(self, out: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-        """out [rows, *rest, k] += delta, given in the layout [P, slots * prod(rest), k]."""
+    def add_product(self, out: torch.Tensor, x: torch.Tensor, w: torch.Tensor
+                    ) -> torch.Tensor:
+        """out [rows, *rest, k] += x @ w per member, x [P, slots * prod(rest), j] in the
+        layout, w [P, j, k]: in place, in one pass over out when the layout is a view."""
         if self.is_view:
-            return out.add_(delta.view(out.shape))
-        return out.add_(delta.view(-1, *out.shape[1:])[self.slot])
+            out.view(self.size, -1, out.shape[-1]).baddbmm_(x, w)
+            return out
+        return out.add_(torch.bmm(x, w).view(-1, *out.shape[1:])[self.slot])
 
 
 class _Population:
@@ -127,7 +130,7 @@ class _Population:
             if name in self.linear:  # out += s (x B) A^T, one bmm pair per Linear
                 b, a_t = self.linear[name]
                 xb = torch.bmm(self.layout.gather(inputs[0]), b).mul_(self.scale_3d)
-                out = self.layout.add_to(out, torch.bmm(xb, a_t))
+                out = self.layout.add_product(out, xb, a_t)
             if bias is not None:  # the row's member's bias in place of the served one
                 shift = self.vectors[bias][self.members] - module.bias
                 out = out + shift.view(shift.shape[0], *([1] * (out.dim() - 2)), -1)
@@ -140,7 +143,7 @@ class _Population:
             ids = inputs[0]
             rows = a[self.members.view(-1, *([1] * (ids.dim() - 1))), ids]  # (batch, ..., r)
             xa = self.layout.gather(rows).mul_(self.scale_3d)
-            return self.layout.add_to(out, torch.bmm(xa, b_t))
+            return self.layout.add_product(out, xa, b_t)
         return hook
 
 
