@@ -63,11 +63,11 @@ def tiny_spec(model: str, experiment: str = "sudoku"):
     return spec
 
 
-def matmul_ceiling(seconds: float = 1.0) -> float:
-    """Best float32 matmul GFLOP/s over the model's projection shapes (M = 512 rows)."""
+def matmul_ceiling(seconds: float = 1.0, dtype: torch.dtype = torch.float32) -> float:
+    """Best matmul GFLOP/s in `dtype` over the model's projection shapes (M = 512 rows)."""
     best = 0.0
     for k, n in ((576, 1536), (1536, 576), (576, 576)):
-        x, w = torch.randn(512, k), torch.randn(k, n)
+        x, w = torch.randn(512, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
         for _ in range(3):
             x @ w
         t0, reps = time.perf_counter(), 0

@@ -2,7 +2,8 @@
 
     python benchmarks/population.py [--model DIR] [--threads 2] [--quick]
         [--experiments countdown sudoku] [--G 16 64] [--ranks 1 4] [--tasks N]
-        [--paths plain plain-prefix-per-member lowrank fullrank fullrank-bf16w]
+        [--paths plain plain-prefix-per-member lowrank fullrank
+                 plain-bf16w lowrank-bf16w fullrank-bf16w]
 
 The generation: generation 0 of the tiny `all`'s H*=1 esopt run of each experiment
 (config/config.yaml + config/scales/tiny.yaml: its tasks, the train decoder with its
@@ -20,8 +21,11 @@ tasks, in one process on one loaded model:
              pipeline's run_population_episodes (esopt.backends.lowrank_batch);
   fullrank:  (c) full-rank ES, the default path: one direction at a time, perturb +
              run_episodes (kept prefix), the pipeline's score_direction;
-  fullrank-bf16w: (c) on its best measured path, bfloat16-weights serving (a second
-             model load; changes the numerics; not run unless named in --paths).
+  *-bf16w:   plain, lowrank and fullrank served in bfloat16-weights (bf16 matrices,
+             float32 activations: esopt.backends.bf16_weights; a second model load;
+             changes the numerics): the ISA lever on a CPU with AVX512-BF16. fullrank-bf16w
+             is (c)'s best measured path. Ratios of a -bf16w path are to plain-bf16w
+             (the same served weights); not run unless named in --paths.
 Printed per path (one JSON line each, as it finishes): wall time, episodes/s, prompt and
 generated tokens/s (the ledger's counts: the whole prompt of every turn), time in model
 forwards with more than one new token (prefill: the kept prefix and each turn's suffix)
@@ -31,7 +35,8 @@ episodes/s to (a) at its fastest member batch, and a table of every path at the 
 batch after another (the pipeline's runtime.population_batch), beside all G in one.
 
 The floor of (c): kernels measured at the start of the run at the same thread count (the
-best float32 matmul GFLOP/s over the model's projection shapes; the streaming read GB/s
+best float32 matmul GFLOP/s over the model's projection shapes, and bf16's for the -bf16w
+paths; the streaming read GB/s
 of a 1 GB tensor; torch.randn + add_ + copy_ over as many floats as the model has, one
 direction's perturb and restore). Every forward a path runs costs at least max(its FLOPs
 / matmul GFLOP/s, its weights' bytes / read GB/s) (the meter counts the FLOPs of the real
@@ -66,7 +71,9 @@ from esopt.pipeline.objective import (
     train_tasks,
 )
 
-PATHS = ("plain", "plain-prefix-per-member", "lowrank", "fullrank", "fullrank-bf16w")
+BF16W = "-bf16w"
+PATHS = ("plain", "plain-prefix-per-member", "lowrank", "fullrank",
+         "plain-bf16w", "lowrank-bf16w", "fullrank-bf16w")
 
 
 class FloorMeter(ForwardMeter):
@@ -219,14 +226,16 @@ def main() -> None:
     policy = HFPolicy.load(args.model)
     pert_floor = perturb_restore_floor_s(policy.num_parameters)
     meter = FloorMeter(policy.model, gflops, read_gb_s)
-    bf16w = None
-    if "fullrank-bf16w" in args.paths:
+    served = {"": (policy, meter)}
+    if any(p.endswith(BF16W) for p in args.paths):
+        bf16_gflops = matmul_ceiling(dtype=torch.bfloat16)
         bf16w = HFPolicy.load(args.model, serving_dtype="bfloat16-weights")
-        bf16w_meter = FloorMeter(bf16w.model, gflops, read_gb_s)
+        served[BF16W] = (bf16w, FloorMeter(bf16w.model, bf16_gflops, read_gb_s))
     print(f"model {args.model}, threads {args.threads}, paths {args.paths}, "
           f"ranks {args.ranks}", flush=True)
     emit({"cpu_capability": torch.backends.cpu.get_cpu_capability(),
           "matmul_gflop_per_s": round(gflops, 1), "read_gb_per_s": round(read_gb_s, 1),
+          **({"bf16_matmul_gflop_per_s": round(bf16_gflops, 1)} if BF16W in served else {}),
           "perturb_restore_floor_s": round(pert_floor, 3)})
     table = []
     for experiment in args.experiments:
@@ -244,16 +253,16 @@ def main() -> None:
             rows = {}
             batches = sorted({k for k in args.member_batches if k < g} | {0})
             runs = [(path, rank, k) for path in args.paths
-                    for rank in (args.ranks if path == "lowrank" else [None])
+                    for rank in (args.ranks if path.startswith("lowrank") else [None])
                     for k in (batches if not path.startswith("fullrank") else [0])]
             for path, rank, k in runs:
                 print(f"... {experiment} G={g} {path}{'' if rank is None else rank} k={k}",
                       file=sys.stderr, flush=True)
-                if path == "fullrank-bf16w":
-                    row = measure("fullrank", bf16w, bf16w_meter, spec, g)
-                    row["path"] = path
-                else:
-                    row = measure(path, policy, meter, spec, g, rank, k)
+                suffix = BF16W if path.endswith(BF16W) else ""
+                row = measure(path.removesuffix(suffix), *served[suffix], spec, g, rank, k)
+                if suffix:
+                    row["path"] = row["path"].replace("/", suffix + "/", 1) if "/" in \
+                        row["path"] else row["path"] + suffix
                 floor = row["forward_floor_s"]
                 if path.startswith("fullrank"):
                     floor += g * pert_floor
@@ -261,17 +270,22 @@ def main() -> None:
                 row["floor_over_measured"] = round(floor / row["wall_s"], 3)
                 rows[row["path"]] = row
                 emit(row)
-            plain = [r for p, r in rows.items() if p.split("/")[0] == "plain"]
-            if plain:  # (a): plain inference at its fastest member batch
+            for suffix in served:  # each served dtype against its own (a)
+                mine = {p: r for p, r in rows.items()
+                        if p.split("/")[0].endswith(BF16W) == bool(suffix)}
+                plain = [r for p, r in mine.items() if p.split("/")[0] == "plain" + suffix]
+                if not plain:
+                    continue
+                # (a): plain inference at its fastest member batch
                 base = max(plain, key=lambda r: r["episodes_per_s"])
                 ratios = {p: {
                     "episodes_per_s": round(r["episodes_per_s"] / base["episodes_per_s"], 3),
                     "generated_tok_per_s": round(
                         r["generated_tok_per_s"] / base["generated_tok_per_s"], 3)}
-                    for p, r in rows.items() if r is not base}
+                    for p, r in mine.items() if r is not base}
                 emit({"experiment": experiment, "G": g, "plain": base["path"],
                       "ratios_vs_plain": ratios})
-                for r in rows.values():
+                for r in mine.values():
                     r["over_plain"] = round(r["episodes_per_s"] / base["episodes_per_s"], 3)
             table += rows.values()
     print("\nexperiment  G   path (/kK: K members a batch)  wall_s  episodes/s  /plain  "

@@ -271,6 +271,20 @@ def test_population_batch_serves_low_rank_but_not_copes_directions(tiny_policy, 
     assert [population_batch(tiny_policy, s) for s in (full, lowrank, copes)] == [1, 4, 1]
 
 
+def test_a_bfloat16_weights_policy_batches_low_rank_members_only(tiny_dir):
+    """Low-rank hooks add their terms in any serving dtype; full-rank weight sets are
+    float32 copies, so a bfloat16-weights policy scores full rank one at a time."""
+    from esopt.backends.hf import HFPolicy
+    from esopt.pipeline.objective import population_batch
+    from tests.pipeline.test_update_stage import _spec
+
+    spec = _spec(tiny_dir)
+    policy = HFPolicy.load(tiny_dir, serving_dtype="bfloat16-weights")
+    full = replace(spec, runtime={**spec.runtime, "population_batch": 4})
+    lowrank = replace(full, es=replace(spec.es, rank=2))
+    assert [population_batch(policy, s) for s in (full, lowrank)] == [1, 4]
+
+
 # ----------------------------------------------------------------------- SmolLM2-135M
 @pytest.mark.slow
 @pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["greedy", "sampled"])

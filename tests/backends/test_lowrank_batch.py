@@ -65,3 +65,34 @@ def test_vector_noise_alone_shows_in_the_batch(tiny_arch_policy):
     assert (seq[0] - without).abs().max() > 1e-3  # the vectors' noise matters here
     torch.testing.assert_close(batched[1], seq[0], atol=2e-5, rtol=1e-4)
     torch.testing.assert_close(batched[0], seq[1], atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [[0, 0, 1, 1, 2, 2, 3, 3], [2, 0, 1, 0, 3]],
+                         ids=["member-major", "unordered-uneven"])
+def test_bfloat16_weights_population_adds_each_members_term(tiny_arch_dir, rows):
+    """Under bfloat16-weights (bf16 matrices, float32 activations) the members' terms are
+    added to the float32 outputs: each row moves from the bf16 base as its member moves
+    the float32 model, up to bf16 rounding (the served weights are theta rounded once, the
+    term is not rounded)."""
+    from esopt.backends.hf import HFPolicy
+
+    es = ES(ESConfig(population_size=4, rank=1, run_seed=5, full_rank_vectors=True,
+                     sigma=SigmaSchedule("constant", 3e-2, 3e-2, 1)))
+    directions = es.ask(es.init())
+    ids = torch.randint(0, 400, (len(rows), 6), generator=torch.Generator().manual_seed(4))
+    f32 = HFPolicy.load(tiny_arch_dir)
+    bf16w = HFPolicy.load(tiny_arch_dir, serving_dtype="bfloat16-weights")
+    with torch.inference_mode():
+        base32, base16 = f32.model(input_ids=ids).logits, bf16w.model(input_ids=ids).logits
+        moves = []
+        for d in directions:
+            with f32.perturbed(d):
+                moves.append(f32.model(input_ids=ids).logits - base32)
+        with population(bf16w, directions) as set_members:
+            set_members(rows)
+            batched = bf16w.model(input_ids=ids).logits
+    assert batched.dtype == torch.float32
+    for row, member in enumerate(rows):
+        want = moves[member][row]
+        err = (batched[row] - base16[row] - want).abs().max()
+        assert err < 0.1 * want.abs().max(), (row, float(err), float(want.abs().max()))

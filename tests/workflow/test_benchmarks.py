@@ -47,20 +47,26 @@ def test_the_population_benchmark_runs_and_prints_its_ratios(tiny_dir):
     """benchmarks/population.py --quick on the tiny model (a check that it runs: the
     timings themselves are the benchmark's, never a test's)."""
     out = subprocess.run([sys.executable, REPO / "benchmarks/population.py", "--quick",
-                          "--model", str(tiny_dir), "--threads", "1", "--ranks", "2"],
+                          "--model", str(tiny_dir), "--threads", "1", "--ranks", "2",
+                          "--paths", "plain", "plain-prefix-per-member", "lowrank", "fullrank",
+                          "plain-bf16w", "lowrank-bf16w"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     paths = {r["path"]: r for r in rows if "path" in r}
-    assert set(paths) == {"plain", "plain-prefix-per-member", "lowrank-r2", "fullrank"}
+    assert set(paths) == {"plain", "plain-prefix-per-member", "lowrank-r2", "fullrank",
+                          "plain-bf16w", "lowrank-r2-bf16w"}
     assert {(r["G"], r["tasks"], r["episodes"]) for r in paths.values()} == {(16, 4, 64)}
     # Plain inference encodes the shared prefix once, the population once per member.
     assert paths["plain"]["executed_tokens"] < paths["lowrank-r2"]["executed_tokens"]
     assert paths["plain"]["executed_tokens"] < paths["plain-prefix-per-member"][
         "executed_tokens"]
-    ratios = next(r["ratios_vs_plain"] for r in rows if "ratios_vs_plain" in r)
-    assert set(ratios) == {"plain-prefix-per-member", "lowrank-r2", "fullrank"}
-    assert all(v["episodes_per_s"] > 0 for v in ratios.values())
+    # Each served dtype against its own plain inference.
+    ratios = {r["plain"]: r["ratios_vs_plain"] for r in rows if "ratios_vs_plain" in r}
+    assert {p: set(r) for p, r in ratios.items()} == {
+        "plain": {"plain-prefix-per-member", "lowrank-r2", "fullrank"},
+        "plain-bf16w": {"lowrank-r2-bf16w"}}
+    assert all(v["episodes_per_s"] > 0 for r in ratios.values() for v in r.values())
     # The floor: every forward's at least, plus full rank's G perturb + restore floors.
     kernels = next(r for r in rows if "matmul_gflop_per_s" in r)
     assert kernels["matmul_gflop_per_s"] > 0 and kernels["read_gb_per_s"] > 0

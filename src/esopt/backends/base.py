@@ -21,7 +21,9 @@ class Policy(Protocol):
     checkpoint_sha256: str | None
     """sha256 of the checkpoint it was loaded from, verified at load (None: Hub id, memory)."""
     population_capable: bool
-    """Whether several directions can be scored in one population batch."""
+    """Whether several full-rank directions can be scored in one population batch."""
+    lowrank_population_capable: bool
+    """Whether several low-rank directions can be scored in one population batch."""
 
     @property
     def parameter_names(self) -> list[str]:

@@ -33,15 +33,20 @@ def _to_float32(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.T
     return output.to(torch.float32)
 
 
+def activation_dtype(module: nn.Module) -> torch.dtype:
+    """The dtype a Linear's or an Embedding's output is returned in: float32 where this
+    module serves it, else its weight's (what a forward hook adding to the output needs)."""
+    return getattr(module, "_esopt_activation_dtype", module.weight.dtype)
+
+
 def serve_bf16_weights(model: nn.Module) -> nn.Module:
     """Store the model's matrices in bfloat16 and compute around them in float32 (in place;
     parameter names are unchanged, so the master and the noise keys still match)."""
     for module in model.modules():
-        if isinstance(module, nn.Linear):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
             module.to(torch.bfloat16)
-            module.register_forward_pre_hook(_cast_input)
+            if isinstance(module, nn.Linear):
+                module.register_forward_pre_hook(_cast_input)
             module.register_forward_hook(_to_float32)
-        elif isinstance(module, nn.Embedding):
-            module.to(torch.bfloat16)
-            module.register_forward_hook(_to_float32)
+            module._esopt_activation_dtype = torch.float32
     return model

@@ -140,10 +140,17 @@ class HFPolicy(MasterWeightsPolicy):
 
     @property
     def population_capable(self) -> bool:
-        """A float32 policy on the CPU scores a population in one batch (it holds float32
-        weight sets, or low-rank members)."""
+        """A float32 policy on the CPU scores a full-rank population in one batch (it holds
+        a float32 weight set per direction)."""
         return all(p.device.type == "cpu" and p.dtype == torch.float32
                    for p in self.model.parameters())
+
+    @property
+    def lowrank_population_capable(self) -> bool:
+        """A policy on the CPU, in any serving dtype, scores a low-rank population in one
+        batch (esopt.backends.lowrank_batch adds the members' terms in the dtype each layer
+        returns)."""
+        return all(p.device.type == "cpu" for p in self.model.parameters())
 
     def _check_supported(self, what) -> None:
         if self.master is None:

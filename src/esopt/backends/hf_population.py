@@ -120,7 +120,7 @@ def _grouped_embedding(weight, groups: _Groups):
 
 
 class PopulationScorer:
-    """Scores k directions together on one HFPolicy (CPU, float32 serving).
+    """Scores k directions together on one HFPolicy (CPU; full rank: float32 serving).
 
     `grouped(counts)` is the context inside which the model computes row group g (counts[g]
     rows, groups in order) under direction g: by default the held full-rank weight sets
@@ -128,9 +128,11 @@ class PopulationScorer:
 
     def __init__(self, policy: HFPolicy, directions: Sequence[Direction], grouped=None,
                  prefix_cache: bool | None = None):
-        if policy.model.device.type != "cpu" or any(
+        # Full-rank weight sets are float32 copies; low-rank hooks (`grouped` given) add
+        # their terms in whatever dtype the model computes in.
+        if policy.model.device.type != "cpu" or grouped is None and any(
                 p.dtype != torch.float32 for p in policy.model.parameters()):
-            raise ValueError("population batching needs a float32 CPU policy")
+            raise ValueError("population batching needs a CPU policy (full rank: float32)")
         self.policy = policy
         self.directions = list(directions)
         if grouped is None:

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from esopt.backends.bf16_weights import activation_dtype
 from esopt.es.lowrank import factors, is_lowrank
 from esopt.es.strategy import Direction
 
@@ -86,10 +87,10 @@ class _Population:
             raise ValueError("a low-rank population needs directions of one rank")
         rank = ranks.pop()
         dev = next(policy.model.parameters()).device
-        dtype = next(policy.model.parameters()).dtype
         self.size = len(directions)
+        # float32 whatever the serving dtype: a bf16 product scaled in place rounds once.
         self.scale = torch.tensor([d.sign * d.sigma / math.sqrt(rank) for d in directions],
-                                  dtype=dtype, device=dev)
+                                  dtype=torch.float32, device=dev)
         self.scale_3d = self.scale.view(-1, 1, 1)
         self.factors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         # Linear: (B [P, n, r], A^T [P, r, m]); embedding: (A [P, m, r], B^T [P, r, n]):
@@ -102,34 +103,39 @@ class _Population:
         for name, p in policy.serving_parameters.items():
             if is_lowrank(p.shape):
                 ab = [factors(d.seed, name, p.shape, rank) for d in directions]
-                self.factors[name] = (torch.stack([a for a, _ in ab]).to(dev, dtype),
-                                      torch.stack([b for _, b in ab]).to(dev, dtype))
+                self.factors[name] = (torch.stack([a for a, _ in ab]).to(dev),
+                                      torch.stack([b for _, b in ab]).to(dev))
             elif any(d.full_rank_vectors for d in directions):
                 stack = policy.master_weights()[name].expand(len(directions), *p.shape).clone()
                 for j, d in enumerate(directions):
                     policy.write_perturbed(d, name, stack[j].view(-1))
-                self.vectors[name] = stack.to(dev, dtype)
+                self.vectors[name] = stack.to(dev, p.dtype)
         self.set_members(torch.zeros(1, dtype=torch.long, device=dev))
 
     def set_members(self, members: torch.Tensor) -> None:
         self.members = members
         self.layout = _Layout(members, self.size)
 
-    def prepare_linear(self, name: str) -> None:
+    # The factors are cast to the dtype the module returns its output in (the weights'
+    # dtype, float32 under bfloat16-weights), the dtype the correction is added in.
+    def prepare_linear(self, name: str, dtype: torch.dtype) -> None:
         if name not in self.linear:
             a, b = self.factors[name]
-            self.linear[name] = (b.contiguous(), a.transpose(1, 2).contiguous())
+            self.linear[name] = (b.to(dtype).contiguous(),
+                                 a.transpose(1, 2).to(dtype).contiguous())
 
-    def prepare_embedding(self, name: str) -> None:
+    def prepare_embedding(self, name: str, dtype: torch.dtype) -> None:
         if name not in self.embedding:
             a, b = self.factors[name]
-            self.embedding[name] = (a.contiguous(), b.transpose(1, 2).contiguous())
+            self.embedding[name] = (a.to(dtype).contiguous(),
+                                    b.transpose(1, 2).to(dtype).contiguous())
 
     def linear_hook(self, name, bias: str | None = None):
         def hook(module, inputs, out):
             if name in self.linear:  # out += s (x B) A^T, one bmm pair per Linear
                 b, a_t = self.linear[name]
-                xb = torch.bmm(self.layout.gather(inputs[0]), b).mul_(self.scale_3d)
+                x = self.layout.gather(inputs[0].to(b.dtype))
+                xb = torch.bmm(x, b).mul_(self.scale_3d)
                 out = self.layout.add_product(out, xb, a_t)
             if bias is not None:  # the row's member's bias in place of the served one
                 shift = self.vectors[bias][self.members] - module.bias
@@ -161,11 +167,11 @@ def population(policy, directions: Sequence[Direction]) -> Iterator:
         w = local.get("weight")
         if isinstance(module, nn.Linear) and (w in pop.factors or vectors):
             if w in pop.factors:
-                pop.prepare_linear(w)
+                pop.prepare_linear(w, activation_dtype(module))
             handles.append(module.register_forward_hook(
                 pop.linear_hook(w, vectors.get("bias"))))
         elif isinstance(module, nn.Embedding) and w in pop.factors:
-            pop.prepare_embedding(w)
+            pop.prepare_embedding(w, activation_dtype(module))
             handles.append(module.register_forward_hook(pop.embedding_hook(w)))
         elif vectors and len(vectors) == len(local):
             # Elementwise weights (norms): each row multiplies by its member's copy, [B, 1,

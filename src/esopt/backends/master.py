@@ -32,7 +32,9 @@ class MasterWeightsPolicy(ABC):
     """sha256 of the checkpoint the policy was loaded from, verified when loaded
     (esopt.backends.factory.load_policy); None for a Hub id or a policy built in memory."""
     population_capable: bool = False
-    """Whether several directions can be scored in one population batch."""
+    """Whether several full-rank directions can be scored in one population batch."""
+    lowrank_population_capable: bool = False
+    """Whether several low-rank directions can be scored in one population batch."""
     num_parameters: int
     """Elements of the logical (master) weights."""
 

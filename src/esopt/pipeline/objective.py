@@ -111,7 +111,8 @@ def run_population_episodes(policy, directions: Sequence[Direction],
 def population_batch(policy, spec) -> int:
     """Directions a worker scores in one batch: runtime.population_batch, capped by what
     runtime.population_memory_mb (if > 0) holds in float32 weight sets; 1 (one at a time)
-    unless the policy can batch a population (`policy.population_capable`)."""
+    unless the policy can batch a population of the run's directions
+    (`policy.population_capable`, low rank: `policy.lowrank_population_capable`)."""
     rt = spec.runtime
     want = int(rt.get("population_batch", 1))
     memory_mb = float(rt.get("population_memory_mb", 0))  # 0: no cap
@@ -120,9 +121,10 @@ def population_batch(policy, spec) -> int:
         from esopt.backends.hf_population import directions_per_batch
 
         want = min(want, directions_per_batch(policy, memory_mb))
-    if want > 1 and not getattr(policy, "population_capable", False):
-        log.warning("runtime.population_batch=%d: needs a float32 HF policy on the CPU; "
-                    "scoring one direction at a time", want)
+    capable = "lowrank_population_capable" if spec.es.rank else "population_capable"
+    if want > 1 and not getattr(policy, capable, False):
+        log.warning("runtime.population_batch=%d: needs an HF policy on the CPU (full rank: "
+                    "served in float32); scoring one direction at a time", want)
         return 1
     if want > 1 and spec.es.subspaces:
         # The population serves whole-space (full- or low-rank) perturbations only.

@@ -458,7 +458,8 @@ class RuntimeSection:
     poll_s: float = option(20.0, "seconds between status queries of a SLURM array (one "
                                  "squeue of that array); local processes: 1 s", minimum=0.1)
     population_batch: int = option(1, "directions a worker scores together in one batched "
-                                      "forward (hf backend, float32 CPU; 1 = one at a time); "
+                                      "forward (hf backend on the CPU; full rank: float32 "
+                                      "serving; 1 = one at a time); "
                                       "rewards equal the one-at-a-time path (low-rank ES: "
                                       "one EGGROLL forward, equal up to float rounding)",
                                       minimum=1)
