@@ -101,8 +101,8 @@ def main() -> None:
     for name, (start_s, tps, p_s, r_s, roll_s) in rows.items():
         print(f"{name:22} {start_s:8.1f} " + " ".join(f"{tps[b]:11.1f}" for b in BATCHES)
               + f" {p_s:10.2f} {r_s:10.2f} {roll_s:15.2f}")
-    hf = next(r for n, r in rows.items() if n.startswith("hf"))
     hf_name = next(n for n in rows if n.startswith("hf"))
+    hf = rows[hf_name]
     for name, row in rows.items():
         if row is not hf:
             print(f"{name} / {hf_name} tokens/s at batch " + ", ".join(

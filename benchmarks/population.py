@@ -169,8 +169,9 @@ def score(path: str, policy: HFPolicy, spec, g: int, rank: int | None, batch: in
     return out
 
 
-def measure(path, policy, meter, spec, g, rank=None, batch: int = 0) -> dict:
-    """One timed path: throughput and where its time went."""
+def measure(path, policy, meter, spec, g, rank=None, batch: int = 0, suffix: str = "") -> dict:
+    """One timed path: throughput and where its time went (`suffix` names the policy's
+    serving, "" or BF16W)."""
     meter.reset()
     t0 = time.perf_counter()
     per_direction = score(path, policy, spec, g, rank, batch)
@@ -180,7 +181,7 @@ def measure(path, policy, meter, spec, g, rank=None, batch: int = 0) -> dict:
     gen = sum(e.completion_tokens for e in eps)
     return {
         "experiment": spec.experiment, "G": g, "tasks": spec.tasks_per_direction,
-        "path": (path if rank is None else f"{path}-r{rank}") + (
+        "path": (path if rank is None else f"{path}-r{rank}") + suffix + (
             f"/k{batch}" if 0 < batch < g else ""),
         "wall_s": round(wall, 2),
         "episodes": len(eps), "episodes_per_s": round(len(eps) / wall, 3),
@@ -259,10 +260,8 @@ def main() -> None:
                 print(f"... {experiment} G={g} {path}{'' if rank is None else rank} k={k}",
                       file=sys.stderr, flush=True)
                 suffix = BF16W if path.endswith(BF16W) else ""
-                row = measure(path.removesuffix(suffix), *served[suffix], spec, g, rank, k)
-                if suffix:
-                    row["path"] = row["path"].replace("/", suffix + "/", 1) if "/" in \
-                        row["path"] else row["path"] + suffix
+                row = measure(path.removesuffix(suffix), *served[suffix], spec, g, rank, k,
+                              suffix)
                 floor = row["forward_floor_s"]
                 if path.startswith("fullrank"):
                     floor += g * pert_floor

@@ -130,8 +130,8 @@ class PopulationScorer:
                  prefix_cache: bool | None = None):
         # Full-rank weight sets are float32 copies; low-rank hooks (`grouped` given) add
         # their terms in whatever dtype the model computes in.
-        if policy.model.device.type != "cpu" or grouped is None and any(
-                p.dtype != torch.float32 for p in policy.model.parameters()):
+        if not (policy.population_capable if grouped is None
+                else policy.lowrank_population_capable):
             raise ValueError("population batching needs a CPU policy (full rank: float32)")
         self.policy = policy
         self.directions = list(directions)

@@ -88,7 +88,7 @@ class _Population:
         rank = ranks.pop()
         dev = next(policy.model.parameters()).device
         self.size = len(directions)
-        # float32 whatever the serving dtype: a bf16 product scaled in place rounds once.
+        # float32 whatever the serving dtype: sigma is not rounded before the product is.
         self.scale = torch.tensor([d.sign * d.sigma / math.sqrt(rank) for d in directions],
                                   dtype=torch.float32, device=dev)
         self.scale_3d = self.scale.view(-1, 1, 1)

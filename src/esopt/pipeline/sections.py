@@ -182,9 +182,9 @@ class LowRankSection:
                                      "1-D tensors (norms, biases) get full-rank Gaussian "
                                      "noise at sigma (EGGROLL's freeze_nonlora=False); false: "
                                      "only matrices are perturbed")
-    population_size: int | None = option(None, "G of this method (null: es.population_size): "
-                                               "a population batch scores many low-rank "
-                                               "members for little more than one",
+    population_size: int | None = option(None, "G of this method (null: "
+                                               "es.population_size); runtime.population_batch "
+                                               "scores its members in batches",
                                          minimum=2)
 
 
