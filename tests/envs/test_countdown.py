@@ -63,3 +63,29 @@ def test_env_prefills_and_closes_the_answer_tag():
     assert len(obs) == 1 + 6 + 2
     result = env.step(_solve(env.numbers, env.target))
     assert result.done and env.success and result.reward == pytest.approx(1.1)
+
+
+def test_an_int_count_keeps_the_tasks_of_earlier_runs():
+    # Pinned before count ranges existed: an int count must draw nothing extra.
+    assert generate_task(0, 3, 10) == ([7, 7, 1], 49)
+    assert generate_task(1, 2, 10) == ([3, 10], 30)
+
+
+def test_a_count_range_draws_each_tasks_count_from_it():
+    from esopt.envs.countdown import CountdownEnv
+    env = CountdownEnv(count=[3, 4], max_number=100, few_shot=3)
+    counts = []
+    for seed in range(200):
+        env.reset(seed)
+        counts.append(len(env.numbers))
+        assert all(1 <= n <= 100 for n in env.numbers)
+        assert generate_task(seed, (3, 4), 100) == (env.numbers, env.target)
+    assert set(counts) == {3, 4}
+    assert 60 <= counts.count(3) <= 140  # uniform over 3..4
+
+
+@pytest.mark.parametrize("count", [1, [1, 3], [4, 3], [3], [3, 4, 5], "3", [3.0, 4], True])
+def test_a_bad_count_is_refused(count):
+    from esopt.envs.countdown import CountdownEnv
+    with pytest.raises(ValueError, match="count"):
+        CountdownEnv(count=count)

@@ -24,9 +24,16 @@ SYSTEM = ("Combine the given numbers with + - * / and parentheses, using each nu
           "exactly once, to reach the target. Answer as <answer>expression</answer>.")
 
 
-def generate_task(seed: int, count: int = 3, max_number: int = 10) -> tuple[list[int], int]:
-    """(numbers, target) with a known solution: a random expression over the numbers."""
+def generate_task(seed: int, count: int | tuple[int, int] = 3, max_number: int = 10
+                  ) -> tuple[list[int], int]:
+    """(numbers, target) with a known solution: a random expression over the numbers.
+
+    `count` (lo, hi) draws each task's count uniformly from lo..hi first (ES at scale's
+    tasks have 3 or 4 numbers); an int count draws nothing for it, so its tasks stay those
+    of every earlier run."""
     rng = random.Random(seed)
+    if not isinstance(count, int):
+        count = rng.randint(*count)
     while True:
         numbers = [rng.randint(1, max_number) for _ in range(count)]
         values = [Fraction(n) for n in numbers]
@@ -40,6 +47,20 @@ def generate_task(seed: int, count: int = 3, max_number: int = 10) -> tuple[list
         target = values[0]
         if target.denominator == 1 and 1 <= target <= 1000:
             return numbers, int(target)
+
+
+def _check_count(count) -> int | tuple[int, int]:
+    """An int >= 2, or a [lo, hi] range with 2 <= lo <= hi (as a tuple)."""
+    if isinstance(count, bool) or not isinstance(count, (int, list, tuple)):
+        raise ValueError(f"count must be an int or [lo, hi], got {count!r}")
+    if isinstance(count, int):
+        if count < 2:
+            raise ValueError(f"count must be >= 2, got {count}")
+        return count
+    if (len(count) != 2 or not all(isinstance(c, int) and not isinstance(c, bool)
+                                   for c in count) or not 2 <= count[0] <= count[1]):
+        raise ValueError(f"count as a range must be [lo, hi] with 2 <= lo <= hi, got {count!r}")
+    return tuple(count)
 
 
 def _prompt(numbers: list[int], target: int) -> str:
@@ -72,15 +93,15 @@ def score_answer(text: str, numbers: list[int], target: int) -> tuple[float, dic
 
 @register("countdown")
 class CountdownEnv(Environment):
-    """One Countdown task per episode; options count, max_number, few_shot."""
+    """One Countdown task per episode; options count (an int, or [lo, hi]: each task's
+    count drawn from lo..hi), max_number, few_shot."""
 
     max_turns = 1
     max_new_tokens = 24
     stop = ("</answer>",)
 
-    def __init__(self, count: int = 3, max_number: int = 10, few_shot: int = 3):
-        if count < 2:
-            raise ValueError(f"count must be >= 2, got {count}")
+    def __init__(self, count: int | list[int] = 3, max_number: int = 10, few_shot: int = 3):
+        count = _check_count(count)
         if max_number < 1:
             raise ValueError(f"max_number must be >= 1, got {max_number}")
         self.count, self.max_number = count, max_number
