@@ -75,3 +75,16 @@ def test_the_population_benchmark_runs_and_prints_its_ratios(tiny_dir):
     # (floor_s and wall_s are printed rounded to 0.01 s)
     assert full["floor_over_measured"] == pytest.approx(full["floor_s"] / full["wall_s"],
                                                         abs=0.01)
+
+
+def test_sudoku_chance_is_what_random_digits_give_at_one_blank():
+    # One blank, 3 turns, only the solution's digit is legal there: 1 - (3/4)^3 = 57.8%.
+    spec = importlib.util.spec_from_file_location("sudoku_chance",
+                                                  REPO / "benchmarks/sudoku_chance.py")
+    chance = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(chance)
+    from esopt.agent.evaluate import task_seeds
+
+    p = chance.random_player_success(4, 1, task_seeds("test", 1000))
+    assert abs(p - (1 - 0.75 ** 3)) < 0.04, p
+    assert chance.random_player_success(4, 2, task_seeds("test", 200)) < p
