@@ -20,6 +20,7 @@ import random
 
 from esopt.agent.evaluate import task_seeds
 from esopt.envs.sudoku import SudokuEnv
+from esopt.envs.sudoku_board import empty_cells
 
 
 def random_player_success(size: int, blanks: int, seeds: list[int], rng_seed: int = 0
@@ -29,7 +30,7 @@ def random_player_success(size: int, blanks: int, seeds: list[int], rng_seed: in
     solved = 0
     for seed in seeds:
         env.reset(seed)
-        cells = [(r, c) for r in range(size) for c in range(size) if (r, c) not in env.givens]
+        cells = empty_cells(env.board)  # the blanks, fixed for the episode
         assert len(cells) == blanks, (seed, cells)
         done = False
         while not done:

@@ -10,8 +10,9 @@ import pytest
 from tests.workflow.conftest import REPO
 
 
-def _bench_model():
-    spec = importlib.util.spec_from_file_location("bench_model", REPO / "benchmarks/bench_model.py")
+def _benchmark(name: str):
+    """benchmarks/<name>.py as a module (the directory is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / f"benchmarks/{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -19,7 +20,7 @@ def _bench_model():
 
 def test_the_model_comes_from_the_pipeline_then_the_test_cache(smollm2_dir, tmp_path,
                                                                 monkeypatch):
-    bench = _bench_model()
+    bench = _benchmark("bench_model")
     monkeypatch.setattr(bench, "REPO", tmp_path)  # a fresh clone: no resources/ yet
     monkeypatch.setenv("ESOPT_TEST_CACHE", str(smollm2_dir.parents[1]))
     assert bench.smollm2_dir() == str(smollm2_dir)  # after `scripts/test.sh`
@@ -79,10 +80,7 @@ def test_the_population_benchmark_runs_and_prints_its_ratios(tiny_dir):
 
 def test_sudoku_chance_is_what_random_digits_give_at_one_blank():
     # One blank, 3 turns, only the solution's digit is legal there: 1 - (3/4)^3 = 57.8%.
-    spec = importlib.util.spec_from_file_location("sudoku_chance",
-                                                  REPO / "benchmarks/sudoku_chance.py")
-    chance = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(chance)
+    chance = _benchmark("sudoku_chance")
     from esopt.agent.evaluate import task_seeds
 
     p = chance.random_player_success(4, 1, task_seeds("test", 1000))
